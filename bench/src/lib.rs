@@ -1,0 +1,30 @@
+//! `servery-load`: an HTTP/1.1 load generator for benchmarking servery (and any HTTP/1.1
+//! server), built to cost the client less CPU per request than wrk and to report latency
+//! without coordinated omission.
+//!
+//! # Layout
+//! - [`cli`]: command-line syntax, turning arguments into a [`Plan`], printing results.
+//! - [`plan`]: what to run, as validated types with documented defaults.
+//! - [`validate`]: one request per URL before timing; a wrong status or body stops the run.
+//! - [`load`]: worker threads, each a level-triggered epoll loop over its connections;
+//!   closed loop, open loop ([`Mode::Open`]), pipelining, churn, error classes.
+//! - `http`: request serialization and incremental response framing, no I/O.
+//! - [`report`]: the result record, its JSON schema and the human summary.
+//! - `sys`: the only module allowed `unsafe`: epoll, timerfd, getrusage, affinity.
+//!
+//! # Library use
+//! A driver (tests, a future `servery-load matrix`) builds a [`Plan`] with [`Plan::new`],
+//! adjusts its fields, then calls [`validate::check`] and [`load::run`], getting a [`Report`].
+
+pub mod cli;
+pub(crate) mod http;
+pub mod load;
+pub mod plan;
+pub mod report;
+#[allow(unsafe_code)]
+pub(crate) mod sys;
+pub mod validate;
+
+pub use load::{run, ErrorClass};
+pub use plan::{Mode, Plan};
+pub use report::Report;

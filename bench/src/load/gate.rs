@@ -1,0 +1,99 @@
+//! The start line: workers report that their setup is done, the run's thread decides whether
+//! to go, and everyone gets the same time zero.
+//!
+//! A plain `Barrier` cannot be cancelled, so a failed spawn or setup would leave the other
+//! workers waiting forever; the gate lets the run's thread release them with "abort".
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+#[derive(Default)]
+struct State {
+    /// Workers that finished setup (successfully or not).
+    arrived: usize,
+    /// Some worker's setup failed.
+    failed: bool,
+    /// `Some(Some(t))`: go, time zero is `t`. `Some(None)`: abort. `None`: not decided yet.
+    verdict: Option<Option<Instant>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A worker that panicked while holding the lock left no invariant half-updated
+        // (every update is a single field store), so the data is still good.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Called by a worker once set up; blocks until the verdict. Returns time zero, or `None`
+    /// when the run is aborted.
+    pub(crate) fn arrive(&self, setup_ok: bool) -> Option<Instant> {
+        let mut state = self.lock();
+        state.arrived += 1;
+        state.failed |= !setup_ok;
+        self.changed.notify_all();
+        loop {
+            if let Some(verdict) = state.verdict {
+                return verdict;
+            }
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Called by the run's thread after spawning `spawned` workers: waits for all of them to
+    /// arrive, then starts the clock if `go` and no setup failed, else aborts. Returns whether
+    /// the run started.
+    pub(crate) fn open(&self, spawned: usize, go: bool) -> bool {
+        let mut state = self.lock();
+        while state.arrived < spawned {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        let start = go && !state.failed;
+        state.verdict = Some(start.then(Instant::now));
+        self.changed.notify_all();
+        start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_workers_get_the_same_time_zero() {
+        let gate = Gate::default();
+        let zeros: Vec<Option<Instant>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3).map(|_| s.spawn(|| gate.arrive(true))).collect();
+            assert!(gate.open(3, true));
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("worker"))
+                .collect()
+        });
+        assert!(zeros[0].is_some());
+        assert!(zeros.iter().all(|z| *z == zeros[0]));
+    }
+
+    #[test]
+    fn one_failed_setup_aborts_everyone() {
+        let gate = Gate::default();
+        std::thread::scope(|s| {
+            let ok = s.spawn(|| gate.arrive(true));
+            let bad = s.spawn(|| gate.arrive(false));
+            assert!(!gate.open(2, true));
+            assert_eq!(ok.join().expect("worker"), None);
+            assert_eq!(bad.join().expect("worker"), None);
+        });
+    }
+}

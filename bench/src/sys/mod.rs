@@ -1,0 +1,20 @@
+//! The only room in this crate where `unsafe` is allowed: thin, safe wrappers over the Linux
+//! syscalls the load generator needs and that no allowed crate wraps the way we want.
+//!
+//! Owns: level-triggered epoll ([`epoll`]), a nanosecond-precision wake-up timer ([`timer`]),
+//! per-thread CPU accounting ([`rusage`]) and CPU pinning ([`affinity`]).
+//! Does not own: sockets (non-blocking `connect` comes from `mio::net::TcpStream`, which is safe)
+//! or any policy about when to call these.
+//!
+//! Flow, as the engine uses it:
+//! 1. A worker pins itself with [`affinity::pin`].
+//! 2. It creates an [`epoll::Epoll`] and a [`timer::Timer`], registering the timer's fd.
+//! 3. Each loop it arms the timer for its next deadline and blocks in [`epoll::Epoll::wait`].
+//! 4. It samples [`rusage::thread_cpu`] when the timed window opens and when it stops.
+//!
+//! Every `unsafe {}` block carries a `// SAFETY:` comment naming the invariant it relies on.
+
+pub(crate) mod affinity;
+pub(crate) mod epoll;
+pub(crate) mod rusage;
+pub(crate) mod timer;

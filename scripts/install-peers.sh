@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Install the programs servery is benchmarked against, from Debian packages:
+#   nginx  peer server          wrk  load generator          h2o  peer server
+# Idempotent: installs only what is missing from PATH. Run as root (or with
+# sudo) on Debian/Ubuntu. A package the archive lacks is skipped with a
+# warning; the exit status is non-zero only if nginx or wrk is still missing.
+#
+# Installing nginx must not leave a system nginx running on port 80, so for
+# the install we add a policy-rc.d that forbids starting services
+# (invoke-rc.d(8)), and remove it afterwards if we made it.
+#
+# The helper that writes an nginx config for a benchmark run lives in
+# scripts/lib/nginx.sh (write_nginx_conf).
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib/common.sh
+. "$here/lib/common.sh"
+
+usage() {
+	cat <<USAGE
+usage: ${0##*/} [--no-h2o]
+Installs nginx, wrk and h2o with apt-get if their binaries are missing.
+  --no-h2o   skip h2o
+USAGE
+}
+
+want_h2o=1
+while (($#)); do
+	case $1 in
+	--no-h2o) want_h2o=0 ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+	shift
+done
+
+# binary:package pairs (Debian's "nginx" is the core build, no extra modules).
+wanted=(nginx:nginx wrk:wrk)
+((want_h2o)) && wanted+=(h2o:h2o)
+
+missing_bins=()
+missing_pkgs=()
+for pair in "${wanted[@]}"; do
+	bin=${pair%%:*}
+	pkg=${pair#*:}
+	# nginx lives in /usr/sbin, which a non-root PATH may lack.
+	if command -v "$bin" >/dev/null 2>&1 || [[ -x /usr/sbin/$bin ]]; then
+		log "$bin: already installed ($(command -v "$bin" || echo "/usr/sbin/$bin"))"
+	else
+		missing_bins+=("$bin")
+		missing_pkgs+=("$pkg")
+	fi
+done
+
+if ((${#missing_pkgs[@]} == 0)); then
+	log "nothing to install"
+	exit 0
+fi
+
+need_cmd apt-get "install ${missing_bins[*]} with your system's package manager"
+sudo=()
+if ((EUID != 0)); then
+	need_cmd sudo "run as root to install ${missing_pkgs[*]}"
+	sudo=(sudo)
+fi
+
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+# shellcheck disable=SC2317 # called by the trap
+cleanup() {
+	if ((made_policy)); then
+		"${sudo[@]}" rm -f "$policy"
+	fi
+}
+trap cleanup EXIT
+if [[ ! -e $policy ]]; then
+	printf '#!/bin/sh\n# Added by servery scripts/install-peers.sh for one install.\nexit 101\n' |
+		"${sudo[@]}" tee "$policy" >/dev/null
+	"${sudo[@]}" chmod 755 "$policy"
+	made_policy=1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+log "apt-get update"
+"${sudo[@]}" apt-get update -qq
+
+# Install what the archive has; a package it lacks (h2o is not in every
+# release) is skipped so the others still install.
+available=()
+for pkg in "${missing_pkgs[@]}"; do
+	if apt-cache show "$pkg" >/dev/null 2>&1; then
+		available+=("$pkg")
+	else
+		warn "package '$pkg' is not in the apt archive; skipping it"
+	fi
+done
+if ((${#available[@]})); then
+	log "apt-get install ${available[*]}"
+	"${sudo[@]}" apt-get install -y --no-install-recommends "${available[@]}"
+fi
+
+status=0
+for bin in "${missing_bins[@]}"; do
+	if command -v "$bin" >/dev/null 2>&1 || [[ -x /usr/sbin/$bin ]]; then
+		log "$bin: installed"
+	elif [[ $bin == h2o ]]; then
+		warn "h2o is still missing; benchmarks against h2o will be skipped"
+	else
+		warn "$bin is still missing"
+		status=1
+	fi
+done
+exit "$status"

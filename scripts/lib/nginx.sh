@@ -1,0 +1,114 @@
+# shellcheck shell=bash
+# nginx as a benchmark peer: a config that matches servery's setup (static
+# files, keep-alive, pinned workers) and keeps every path nginx writes in one
+# prefix directory, so a run as root leaves /etc/nginx and /var/log alone.
+#
+# Needs common.sh sourced first. Functions named "set X" set global X.
+# shellcheck disable=SC2034
+#
+# Use:
+#   write_nginx_conf PREFIX ROOT PORT WORKERS CPUS
+#   nginx_args PREFIX          # sets NGINX_ARGS
+#   taskset -c 0 nginx "${NGINX_ARGS[@]}" &
+
+# nginx_affinity WORKERS CPUS: print the worker_cpu_affinity value that puts
+# worker i on the i-th CPU of CPUS (wrapping round), e.g. 2 workers on "0,2"
+# -> "0001 0100". nginx reads each mask right to left: the last digit is CPU 0.
+nginx_affinity() {
+	local workers=$1 cpus_list=$2 i cpu max=3 width mask out=()
+	local -a cpus
+	mapfile -t cpus < <(cpu_list_expand "$cpus_list")
+	((${#cpus[@]} > 0)) || die "empty CPU list '$cpus_list'"
+	for cpu in "${cpus[@]}"; do
+		((cpu > max)) && max=$cpu
+	done
+	width=$((max + 1))
+	for ((i = 0; i < workers; i++)); do
+		cpu=${cpus[i % ${#cpus[@]}]}
+		mask=$(printf '%0*d' "$width" 0)
+		# Set the digit for $cpu, counting from the right.
+		mask="${mask:0:width-1-cpu}1${mask:width-cpu}"
+		out+=("$mask")
+	done
+	printf '%s\n' "${out[*]}"
+}
+
+# write_nginx_conf PREFIX ROOT PORT WORKERS CPUS: write PREFIX/nginx.conf that
+# serves ROOT on 127.0.0.1:PORT with WORKERS workers pinned to CPUS, and make
+# PREFIX/tmp for nginx's temp files.
+write_nginx_conf() {
+	local prefix=$1 root=$2 port=$3 workers=$4 cpu_list=$5 affinity user_line=""
+	[[ -d $root ]] || die "nginx docroot '$root' is not a directory"
+	[[ $workers =~ ^[1-9][0-9]*$ ]] || die "nginx workers must be >= 1, got '$workers'"
+	affinity=$(nginx_affinity "$workers" "$cpu_list")
+	mkdir -p "$prefix/tmp"
+	# As root, nginx would drop its workers to 'nobody', who may not read a
+	# private temp docroot; keep them as root, the same user servery runs as.
+	if ((EUID == 0)); then
+		user_line="user root root;"
+	fi
+	cat >"$prefix/nginx.conf" <<CONF
+# Written by scripts/lib/nginx.sh for a benchmark run; safe to delete.
+$user_line
+worker_processes $workers;
+worker_cpu_affinity $affinity;
+daemon off;
+master_process on;
+pid "$prefix/nginx.pid";
+error_log "$prefix/error.log" warn;
+
+events {
+    worker_connections 4096;
+}
+
+http {
+    # Inline types: no dependency on /etc/nginx/mime.types.
+    types {
+        text/html html htm;
+        text/css css;
+        text/plain txt;
+        application/javascript js;
+        application/json json;
+        image/svg+xml svg;
+        image/png png;
+    }
+    default_type application/octet-stream;
+
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    open_file_cache max=1000 inactive=20s;
+    server_tokens off;
+
+    client_body_temp_path "$prefix/tmp/client_body";
+    proxy_temp_path "$prefix/tmp/proxy";
+    fastcgi_temp_path "$prefix/tmp/fastcgi";
+    uwsgi_temp_path "$prefix/tmp/uwsgi";
+    scgi_temp_path "$prefix/tmp/scgi";
+
+    server {
+        # reuseport: one listening socket per worker, as servery does.
+        listen 127.0.0.1:$port reuseport;
+        server_name localhost;
+        root "$root";
+        index index.html;
+    }
+}
+CONF
+}
+
+# nginx_args PREFIX: set the array NGINX_ARGS to run nginx on the config that
+# write_nginx_conf made. -e (nginx >= 1.19.5) sets the startup error log,
+# which nginx opens before it reads the config's error_log.
+nginx_args() {
+	local prefix=$1
+	NGINX_ARGS=(-p "$prefix/" -e "$prefix/error.log" -c "$prefix/nginx.conf")
+}
+
+# nginx_version: print e.g. "nginx/1.22.1" (nginx -v writes to stderr).
+nginx_version() {
+	nginx -v 2>&1 | sed -n 's/^nginx version: //p'
+}

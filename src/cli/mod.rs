@@ -1,0 +1,145 @@
+//! The `servery` command line.
+//!
+//! Owns: argument parsing (clap), merging flags over the `--config` file,
+//! signal forwarding, the ready line on stdout, and mapping outcomes to exit
+//! codes: 0 clean, 1 runtime failure, 2 bad configuration (before anything
+//! binds), 130 when a second SIGINT abandons the drain. The only module (with
+//! `main.rs`) that uses `anyhow`, adding what an operator should do.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::app::HandlerFactory;
+use crate::config::{Config, RawConfig};
+use crate::supervisor::{Error as SupervisorError, Server, Signal};
+
+/// A thread-per-core io_uring HTTP/1.1 static file server.
+#[derive(Debug, Parser)]
+#[command(name = "servery", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve ROOT over HTTP/1.1.
+    Serve(ServeArgs),
+    /// Validate the configuration, print the effective config, exit 0 or 2.
+    CheckConfig(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Directory to serve (default: the config file's `root`, else `.`).
+    pub root: Option<PathBuf>,
+    /// TOML config file; its keys are the flag names with `_` for `-`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub raw: RawConfig,
+}
+
+/// An error whose exit code is 2: the configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ConfigRefused(#[from] pub crate::config::Error);
+
+/// Exit code for a second SIGINT (128 + SIGINT).
+pub const EXIT_ABANDONED: u8 = 130;
+
+impl ServeArgs {
+    /// Merge file ← flags and validate.
+    pub fn config(self) -> Result<Config, ConfigRefused> {
+        let file = match &self.config {
+            Some(p) => RawConfig::load(p)?,
+            None => RawConfig::default(),
+        };
+        let mut flags = self.raw;
+        flags.root = self.root;
+        Ok(file.merge(flags).validate()?)
+    }
+}
+
+/// Run the command line with the handler `make` builds from the config.
+pub fn run<F, M>(cli: Cli, make: M) -> anyhow::Result<ExitCode>
+where
+    F: HandlerFactory,
+    M: FnOnce(&Config) -> F,
+{
+    match cli.command {
+        Command::CheckConfig(args) => {
+            let config = args.config()?;
+            print!("{}", config.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let config = args.config()?;
+            serve(config, make)
+        }
+    }
+}
+
+fn serve<F, M>(config: Config, make: M) -> anyhow::Result<ExitCode>
+where
+    F: HandlerFactory,
+    M: FnOnce(&Config) -> F,
+{
+    let factory = make(&config);
+    let server = Server::new(config, factory);
+    forward_signals(server.handle()).context("cannot install signal handlers")?;
+    let result = server.run(|ready| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{ready}");
+        let _ = out.flush();
+    });
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(SupervisorError::Abandoned) => {
+            eprintln!("servery: second SIGINT, exiting without finishing the drain");
+            Ok(ExitCode::from(EXIT_ABANDONED))
+        }
+        Err(e @ SupervisorError::Listeners(_)) => Err(e).context(
+            "cannot set up listeners; is another process on that port? pick another --bind",
+        ),
+        Err(e @ SupervisorError::ConnectionsCut { .. }) => {
+            Err(e).context("raise --drain-timeout to let slow clients finish")
+        }
+        Err(e @ SupervisorError::Survivors { .. }) => {
+            Err(e).context("workers did not stop; abandoning them")
+        }
+        Err(e) => Err(e).context("servery stopped"),
+    }
+}
+
+fn forward_signals(handle: crate::supervisor::Handle) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("servery-signals".into())
+        .spawn(move || {
+            for s in signals.forever() {
+                let sig = match s {
+                    SIGTERM => Signal::Terminate,
+                    SIGINT => Signal::Interrupt,
+                    _ => Signal::Hangup,
+                };
+                handle.signal(sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// Map a top-level error to its message and exit code.
+pub fn report(e: &anyhow::Error) -> ExitCode {
+    eprintln!("servery: {e:#}");
+    if e.downcast_ref::<ConfigRefused>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}

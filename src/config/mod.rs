@@ -1,0 +1,749 @@
+//! Configuration: parse, merge, then validate into types that cannot be wrong.
+//!
+//! Owns: [`RawConfig`] (what an operator wrote, from a TOML file given with
+//! `--config` and from flags of the same names), every default (a documented
+//! `const` below), and [`Config`], the only form the rest of the server sees.
+//! Does not own applying the config (supervisor, worker).
+//!
+//! Flow:
+//! 1. `RawConfig::load(path)` reads the file (`deny_unknown_fields`).
+//! 2. `file.merge(flags)`: a flag given on the command line wins.
+//! 3. `raw.validate()` enforces every rule and cross-field rule, yielding
+//!    `Duration`s, `NonZeroUsize`s, a CPU per worker and socket addresses.
+//!    An error names the field (as its flag) and how to fix it; nothing has
+//!    been bound yet when it is reported.
+
+pub mod cpus;
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::http::Limits;
+pub use cpus::CpuSet;
+
+/// Default listen address: loopback, so a first run exposes nothing.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// Whole-generation startup bound: runtimes build in milliseconds, so ten
+/// seconds only trips on a wedged worker.
+pub const DEFAULT_STARTUP_TIMEOUT_S: f64 = 10.0;
+/// In-flight requests get this long to finish after SIGTERM (nginx's
+/// `worker_shutdown_timeout` is unset by default; ours is bounded).
+pub const DEFAULT_DRAIN_TIMEOUT_S: f64 = 30.0;
+/// From the start of shutdown until workers still alive are abandoned and
+/// reported; must exceed the drain timeout.
+pub const DEFAULT_FORCE_TIMEOUT_S: f64 = 35.0;
+/// Per-worker connection cap, like nginx's `worker_connections` order of size.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
+/// Time to receive a whole request head (nginx `client_header_timeout` 60 s;
+/// shorter here because slowloris clients hold memory per connection).
+pub const DEFAULT_HEADER_TIMEOUT_S: f64 = 20.0;
+/// Idle time between requests on a kept-alive connection (nginx uses 75 s).
+pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
+/// nginx accepts 4 × 8 KiB header buffers; 16 KiB heads cover real browsers
+/// with large cookies while bounding per-connection memory.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A request line longer than one nginx large header buffer is a 414.
+pub const DEFAULT_MAX_REQUEST_LINE_BYTES: usize = 8 * 1024;
+/// Browsers send ~20 fields; 100 leaves room and bounds parse work (hyper's
+/// default is 100 as well).
+pub const DEFAULT_MAX_HEADERS: usize = 100;
+/// Most workers accepted (far above any core count we pin to).
+const MAX_WORKERS: usize = 1024;
+
+/// Why a configuration was refused. Reported before anything binds (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{field}: {problem}")]
+    Invalid {
+        field: &'static str,
+        problem: String,
+    },
+}
+
+fn invalid(field: &'static str, problem: impl Into<String>) -> Error {
+    Error::Invalid {
+        field,
+        problem: problem.into(),
+    }
+}
+
+/// A worker count: a number, or one per physical core.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WorkerCount {
+    Count(u64),
+    Word(String),
+}
+
+impl std::str::FromStr for WorkerCount {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.parse::<u64>() {
+            Ok(n) => WorkerCount::Count(n),
+            Err(_) => WorkerCount::Word(s.to_owned()),
+        })
+    }
+}
+
+/// The configuration as written: every field optional, merged file ← flags.
+/// Field names are the flag names with `_` for `-`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Directory to serve.
+    #[arg(skip)]
+    pub root: Option<PathBuf>,
+    /// Address to listen on; repeat for several.
+    #[arg(long = "bind", value_name = "ADDR")]
+    pub bind: Option<Vec<String>>,
+    /// Worker count, or `auto` for one per physical core.
+    #[arg(long, value_name = "N|auto")]
+    pub workers: Option<WorkerCount>,
+    /// CPUs to pin workers to, e.g. `0,2,4-6`.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Do not pin workers to CPUs.
+    #[arg(long = "no-pin", action = clap::ArgAction::SetTrue)]
+    #[serde(default)]
+    pub no_pin: bool,
+    /// `reuseport` (a socket per worker) or `shared` (one socket, dup'ed).
+    #[arg(long, value_name = "reuseport|shared")]
+    pub listener: Option<String>,
+    /// I/O driver: `auto` (io_uring, else epoll), `uring` or `epoll`.
+    #[arg(long, value_name = "auto|uring|epoll")]
+    pub driver: Option<String>,
+    /// Seconds for every worker to become ready.
+    #[arg(long, value_name = "SECONDS")]
+    pub startup_timeout: Option<f64>,
+    /// Seconds in-flight requests get after SIGTERM before being cut.
+    #[arg(long, value_name = "SECONDS")]
+    pub drain_timeout: Option<f64>,
+    /// Seconds after SIGTERM when surviving workers are abandoned.
+    #[arg(long, value_name = "SECONDS")]
+    pub force_timeout: Option<f64>,
+    /// Open connections per worker.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u64>,
+    /// Seconds to receive a request head.
+    #[arg(long, value_name = "SECONDS")]
+    pub header_timeout: Option<f64>,
+    /// Seconds a kept-alive connection may idle.
+    #[arg(long, value_name = "SECONDS")]
+    pub keepalive_timeout: Option<f64>,
+    /// Largest request head in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_head_bytes: Option<u64>,
+    /// Most header fields in a request.
+    #[arg(long, value_name = "N")]
+    pub max_headers: Option<u64>,
+    /// Address of the admin listener (/healthz, /readyz, /metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<String>,
+}
+
+macro_rules! merge_fields {
+    ($base:ident, $over:ident; $($f:ident),*) => {
+        $( if $over.$f.is_some() { $base.$f = $over.$f; } )*
+    };
+}
+
+impl RawConfig {
+    /// Read a TOML config file.
+    pub fn load(path: &Path) -> Result<RawConfig, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| Error::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+    }
+
+    /// Overlay `over` (the command line) on `self` (the file).
+    pub fn merge(mut self, over: RawConfig) -> RawConfig {
+        merge_fields!(self, over; root, bind, workers, cpus, listener, driver,
+            startup_timeout, drain_timeout, force_timeout, max_connections,
+            header_timeout, keepalive_timeout, max_head_bytes, max_headers, admin);
+        self.no_pin |= over.no_pin;
+        self
+    }
+
+    /// Validate against this process's CPU set.
+    pub fn validate(self) -> Result<Config, Error> {
+        let allowed = crate::sys::affinity::allowed_cpus()
+            .map_err(|e| invalid("--cpus", format!("cannot read this process's CPU set: {e}")))?;
+        let physical = cpus::physical_cores(&allowed);
+        self.validate_with(&allowed, &physical)
+    }
+
+    /// Validate with an explicit CPU set and physical-core list (tests).
+    pub fn validate_with(self, allowed: &CpuSet, physical: &[usize]) -> Result<Config, Error> {
+        let root = self.root.clone().unwrap_or_else(|| PathBuf::from("."));
+        match std::fs::metadata(&root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(invalid(
+                    "root",
+                    format!(
+                        "{} is not a directory; give the directory to serve",
+                        root.display()
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(invalid(
+                    "root",
+                    format!(
+                        "cannot open {}: {e}; give an existing directory",
+                        root.display()
+                    ),
+                ))
+            }
+        }
+
+        let bind_texts = self
+            .bind
+            .clone()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| vec![DEFAULT_BIND.to_owned()]);
+        let mut binds = Vec::new();
+        for b in &bind_texts {
+            let addr: SocketAddr = b.parse().map_err(|_| {
+                invalid(
+                    "--bind",
+                    format!("{b:?} is not IP:PORT (e.g. 127.0.0.1:8080 or [::1]:8080)"),
+                )
+            })?;
+            if binds.contains(&addr) {
+                return Err(invalid("--bind", format!("{addr} is given twice")));
+            }
+            binds.push(addr);
+        }
+
+        let listener = match self.listener.as_deref().unwrap_or("reuseport") {
+            "reuseport" => ListenerMode::ReusePort,
+            "shared" => ListenerMode::Shared,
+            other => {
+                return Err(invalid(
+                    "--listener",
+                    format!("{other:?} is not a listener mode; use reuseport or shared"),
+                ))
+            }
+        };
+        let driver = match self.driver.as_deref().unwrap_or("auto") {
+            "auto" => DriverChoice::Auto,
+            "uring" | "io_uring" => DriverChoice::Uring,
+            "epoll" => DriverChoice::Epoll,
+            other => {
+                return Err(invalid(
+                    "--driver",
+                    format!("{other:?} is not a driver; use auto, uring or epoll"),
+                ))
+            }
+        };
+
+        let explicit_cpus = match &self.cpus {
+            Some(list) => {
+                let list = cpus::parse_list(list).map_err(|p| invalid("--cpus", p))?;
+                for &c in &list {
+                    if !allowed.0.contains(&c) {
+                        return Err(invalid(
+                            "--cpus",
+                            format!("cpu {c} is not in this process's CPU set {allowed}"),
+                        ));
+                    }
+                }
+                Some(list)
+            }
+            None => None,
+        };
+        let pin = !self.no_pin;
+        if !pin && explicit_cpus.is_some() {
+            return Err(invalid(
+                "--cpus",
+                "--cpus and --no-pin contradict; drop one",
+            ));
+        }
+        let default_cpus: Vec<usize> = {
+            // Physical cores first, then SMT siblings if more workers are asked.
+            let mut v = physical.to_vec();
+            v.extend(allowed.0.iter().filter(|c| !physical.contains(c)));
+            v
+        };
+        let workers = match &self.workers {
+            None => 1,
+            Some(WorkerCount::Word(w)) if w == "auto" => match &explicit_cpus {
+                Some(list) => list.len(),
+                None => physical.len().max(1),
+            },
+            Some(WorkerCount::Word(w)) => {
+                return Err(invalid(
+                    "--workers",
+                    format!("{w:?} is not a count; use a number or auto"),
+                ))
+            }
+            Some(WorkerCount::Count(0)) => {
+                return Err(invalid(
+                    "--workers",
+                    "0 workers would serve nothing; use 1 or more",
+                ))
+            }
+            Some(WorkerCount::Count(n)) if *n as usize > MAX_WORKERS => {
+                return Err(invalid(
+                    "--workers",
+                    format!("{n} is above the limit of {MAX_WORKERS}"),
+                ))
+            }
+            Some(WorkerCount::Count(n)) => *n as usize,
+        };
+        let cpu_plan = if pin {
+            let pool = explicit_cpus.clone().unwrap_or(default_cpus);
+            if pool.len() < workers {
+                return Err(invalid(
+                    "--workers",
+                    format!(
+                        "{workers} pinned workers need {workers} CPUs but only {} are available ({}); \
+                         lower --workers, list more --cpus, or pass --no-pin",
+                        pool.len(),
+                        cpus::join(pool.iter())
+                    ),
+                ));
+            }
+            Some(pool[..workers].to_vec())
+        } else {
+            None
+        };
+
+        let secs = |field: &'static str, v: Option<f64>, default: f64| -> Result<Duration, Error> {
+            let v = v.unwrap_or(default);
+            if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                return Err(invalid(
+                    field,
+                    format!("{v} is not a number of seconds in (0, 86400]"),
+                ));
+            }
+            Ok(Duration::from_secs_f64(v))
+        };
+        let startup_timeout = secs(
+            "--startup-timeout",
+            self.startup_timeout,
+            DEFAULT_STARTUP_TIMEOUT_S,
+        )?;
+        let drain_timeout = secs(
+            "--drain-timeout",
+            self.drain_timeout,
+            DEFAULT_DRAIN_TIMEOUT_S,
+        )?;
+        let force_default = (self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT_S)
+            + (DEFAULT_FORCE_TIMEOUT_S - DEFAULT_DRAIN_TIMEOUT_S))
+            .min(86_400.0);
+        let force_timeout = secs("--force-timeout", self.force_timeout, force_default)?;
+        if force_timeout <= drain_timeout {
+            return Err(invalid(
+                "--force-timeout",
+                format!(
+                    "{}s must be longer than --drain-timeout {}s (it counts from the same start)",
+                    force_timeout.as_secs_f64(),
+                    drain_timeout.as_secs_f64()
+                ),
+            ));
+        }
+        let header_timeout = secs(
+            "--header-timeout",
+            self.header_timeout,
+            DEFAULT_HEADER_TIMEOUT_S,
+        )?;
+        let keepalive_timeout = secs(
+            "--keepalive-timeout",
+            self.keepalive_timeout,
+            DEFAULT_KEEPALIVE_TIMEOUT_S,
+        )?;
+
+        let max_connections = positive(
+            "--max-connections",
+            self.max_connections,
+            DEFAULT_MAX_CONNECTIONS,
+        )?;
+        let max_head_bytes = self
+            .max_head_bytes
+            .map_or(DEFAULT_MAX_HEAD_BYTES, |v| v as usize);
+        if !(1024..=1024 * 1024).contains(&max_head_bytes) {
+            return Err(invalid(
+                "--max-head-bytes",
+                format!("{max_head_bytes} is outside 1024..=1048576"),
+            ));
+        }
+        let max_headers = self.max_headers.map_or(DEFAULT_MAX_HEADERS, |v| v as usize);
+        if !(1..=crate::http::parse::MAX_HEADERS_CEILING).contains(&max_headers) {
+            return Err(invalid(
+                "--max-headers",
+                format!(
+                    "{max_headers} is outside 1..={}",
+                    crate::http::parse::MAX_HEADERS_CEILING
+                ),
+            ));
+        }
+        let admin = match &self.admin {
+            None => None,
+            Some(a) => {
+                let addr: SocketAddr = a.parse().map_err(|_| {
+                    invalid(
+                        "--admin",
+                        format!("{a:?} is not IP:PORT (e.g. 127.0.0.1:9090)"),
+                    )
+                })?;
+                if addr.port() != 0 && binds.contains(&addr) {
+                    return Err(invalid(
+                        "--admin",
+                        format!("{addr} is also a --bind address; pick another port"),
+                    ));
+                }
+                Some(addr)
+            }
+        };
+
+        Ok(Config {
+            root,
+            binds,
+            workers: NonZeroUsize::new(workers).unwrap_or(NonZeroUsize::MIN),
+            cpus: cpu_plan,
+            listener,
+            driver,
+            startup_timeout,
+            drain_timeout,
+            force_timeout,
+            max_connections,
+            header_timeout,
+            keepalive_timeout,
+            limits: Limits {
+                max_head_bytes,
+                max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES.min(max_head_bytes),
+                max_headers,
+            },
+            admin,
+        })
+    }
+}
+
+fn positive(field: &'static str, v: Option<u64>, default: usize) -> Result<NonZeroUsize, Error> {
+    let v = v.map_or(default, |v| v as usize);
+    NonZeroUsize::new(v).ok_or_else(|| invalid(field, "0 is not allowed; use 1 or more"))
+}
+
+/// How workers get their listening sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerMode {
+    /// One SO_REUSEPORT socket per worker: the kernel spreads connections.
+    ReusePort,
+    /// One socket bound by the supervisor; each worker accepts on a dup.
+    Shared,
+}
+
+impl ListenerMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ListenerMode::ReusePort => "reuseport",
+            ListenerMode::Shared => "shared",
+        }
+    }
+}
+
+/// Which I/O driver the operator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverChoice {
+    /// io_uring, falling back to epoll where it cannot be set up.
+    Auto,
+    /// io_uring or fail.
+    Uring,
+    /// epoll (monoio's legacy driver).
+    Epoll,
+}
+
+impl DriverChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverChoice::Auto => "auto",
+            DriverChoice::Uring => "uring",
+            DriverChoice::Epoll => "epoll",
+        }
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Directory served by the file handler.
+    pub root: PathBuf,
+    /// Listen addresses (every worker accepts on each).
+    pub binds: Vec<SocketAddr>,
+    pub workers: NonZeroUsize,
+    /// The CPU of each worker, by index; `None` = not pinned.
+    pub cpus: Option<Vec<usize>>,
+    pub listener: ListenerMode,
+    pub driver: DriverChoice,
+    pub startup_timeout: Duration,
+    /// From SIGTERM: connections still open then are cut.
+    pub drain_timeout: Duration,
+    /// From SIGTERM: workers still alive then are reported and abandoned.
+    pub force_timeout: Duration,
+    /// Per worker.
+    pub max_connections: NonZeroUsize,
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub limits: Limits,
+    pub admin: Option<SocketAddr>,
+}
+
+/// The effective configuration, printed by `check-config` in the file format.
+#[derive(Debug, Serialize)]
+struct Effective {
+    root: String,
+    bind: Vec<String>,
+    workers: usize,
+    cpus: Option<String>,
+    no_pin: bool,
+    listener: &'static str,
+    driver: &'static str,
+    startup_timeout: f64,
+    drain_timeout: f64,
+    force_timeout: f64,
+    max_connections: usize,
+    header_timeout: f64,
+    keepalive_timeout: f64,
+    max_head_bytes: usize,
+    max_headers: usize,
+    admin: Option<String>,
+}
+
+impl Config {
+    /// The effective configuration as TOML (same keys as the file).
+    pub fn to_toml(&self) -> String {
+        let e = Effective {
+            root: self.root.display().to_string(),
+            bind: self.binds.iter().map(ToString::to_string).collect(),
+            workers: self.workers.get(),
+            cpus: self.cpus.as_ref().map(|c| cpus::join(c.iter())),
+            no_pin: self.cpus.is_none(),
+            listener: self.listener.name(),
+            driver: self.driver.name(),
+            startup_timeout: self.startup_timeout.as_secs_f64(),
+            drain_timeout: self.drain_timeout.as_secs_f64(),
+            force_timeout: self.force_timeout.as_secs_f64(),
+            max_connections: self.max_connections.get(),
+            header_timeout: self.header_timeout.as_secs_f64(),
+            keepalive_timeout: self.keepalive_timeout.as_secs_f64(),
+            max_head_bytes: self.limits.max_head_bytes,
+            max_headers: self.limits.max_headers,
+            admin: self.admin.map(|a| a.to_string()),
+        };
+        toml::to_string(&e).unwrap_or_else(|err| format!("# cannot render config: {err}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(v: &[usize]) -> CpuSet {
+        CpuSet(v.iter().copied().collect())
+    }
+
+    fn raw() -> RawConfig {
+        RawConfig {
+            root: Some(std::env::temp_dir()),
+            ..RawConfig::default()
+        }
+    }
+
+    fn err(r: RawConfig) -> String {
+        r.validate_with(&set(&[0, 1]), &[0, 1])
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_validate() {
+        let c = raw().validate_with(&set(&[0, 1]), &[0, 1]).unwrap();
+        assert_eq!(c.workers.get(), 1);
+        assert_eq!(c.binds, vec![DEFAULT_BIND.parse::<SocketAddr>().unwrap()]);
+        assert_eq!(c.cpus, Some(vec![0]));
+        assert_eq!(c.listener, ListenerMode::ReusePort);
+    }
+
+    #[test]
+    fn cpu_outside_set_names_the_set() {
+        let r = RawConfig {
+            cpus: Some("0,999".into()),
+            ..raw()
+        };
+        assert_eq!(
+            err(r),
+            "--cpus: cpu 999 is not in this process's CPU set {0,1}"
+        );
+    }
+
+    #[test]
+    fn auto_workers_is_one_per_physical_core() {
+        let r = RawConfig {
+            workers: Some(WorkerCount::Word("auto".into())),
+            ..raw()
+        };
+        // cpus 0-3 with 0/2 and 1/3 siblings: physical firsts are 0 and 1.
+        let c = r.validate_with(&set(&[0, 1, 2, 3]), &[0, 1]).unwrap();
+        assert_eq!(c.workers.get(), 2);
+        assert_eq!(c.cpus, Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn too_many_pinned_workers_is_refused() {
+        let r = RawConfig {
+            workers: Some(WorkerCount::Count(3)),
+            ..raw()
+        };
+        assert!(err(r).starts_with("--workers: 3 pinned workers need 3 CPUs"));
+        let r = RawConfig {
+            workers: Some(WorkerCount::Count(3)),
+            no_pin: true,
+            ..raw()
+        };
+        assert!(r
+            .validate_with(&set(&[0, 1]), &[0, 1])
+            .unwrap()
+            .cpus
+            .is_none());
+    }
+
+    #[test]
+    fn force_must_exceed_drain() {
+        let r = RawConfig {
+            drain_timeout: Some(5.0),
+            force_timeout: Some(5.0),
+            ..raw()
+        };
+        assert!(err(r).starts_with("--force-timeout"));
+        let r = RawConfig {
+            drain_timeout: Some(1.0),
+            ..raw()
+        };
+        let c = r.validate_with(&set(&[0]), &[0]).unwrap();
+        assert!(c.force_timeout > c.drain_timeout);
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        for (r, field) in [
+            (
+                RawConfig {
+                    bind: Some(vec!["nope".into()]),
+                    ..raw()
+                },
+                "--bind",
+            ),
+            (
+                RawConfig {
+                    listener: Some("x".into()),
+                    ..raw()
+                },
+                "--listener",
+            ),
+            (
+                RawConfig {
+                    driver: Some("kqueue".into()),
+                    ..raw()
+                },
+                "--driver",
+            ),
+            (
+                RawConfig {
+                    workers: Some(WorkerCount::Count(0)),
+                    ..raw()
+                },
+                "--workers",
+            ),
+            (
+                RawConfig {
+                    header_timeout: Some(-1.0),
+                    ..raw()
+                },
+                "--header-timeout",
+            ),
+            (
+                RawConfig {
+                    max_connections: Some(0),
+                    ..raw()
+                },
+                "--max-connections",
+            ),
+            (
+                RawConfig {
+                    max_headers: Some(0),
+                    ..raw()
+                },
+                "--max-headers",
+            ),
+            (
+                RawConfig {
+                    max_head_bytes: Some(10),
+                    ..raw()
+                },
+                "--max-head-bytes",
+            ),
+            (
+                RawConfig {
+                    admin: Some("x".into()),
+                    ..raw()
+                },
+                "--admin",
+            ),
+            (
+                RawConfig {
+                    root: Some("/nonexistent/dir".into()),
+                    ..RawConfig::default()
+                },
+                "root",
+            ),
+        ] {
+            let e = err(r);
+            assert!(e.starts_with(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn file_keys_use_underscores_and_unknown_keys_fail() {
+        let r: RawConfig =
+            toml::from_str("workers = 2\ndrain_timeout = 1.5\nbind = [\"127.0.0.1:1\"]").unwrap();
+        assert_eq!(r.workers, Some(WorkerCount::Count(2)));
+        assert!(toml::from_str::<RawConfig>("drain-timeout = 1").is_err());
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let file = RawConfig {
+            workers: Some(WorkerCount::Count(2)),
+            drain_timeout: Some(3.0),
+            ..RawConfig::default()
+        };
+        let flags = RawConfig {
+            drain_timeout: Some(4.0),
+            ..RawConfig::default()
+        };
+        let m = file.merge(flags);
+        assert_eq!(m.workers, Some(WorkerCount::Count(2)));
+        assert_eq!(m.drain_timeout, Some(4.0));
+    }
+}

@@ -1,0 +1,275 @@
+//! Responses and their serialisation.
+//!
+//! A response is a status, header fields and a body. Handlers that answer the
+//! same bytes again and again (the small-file cache) hand over a prebuilt head
+//! block instead of a field list, so a cache hit costs one memcpy into the
+//! connection's output buffer and no formatting. The connection adds the
+//! per-request fields (`Date`, `Connection`) and the blank line.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+/// An HTTP status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Status(u16);
+
+impl Status {
+    pub const OK: Status = Status(200);
+    pub const NO_CONTENT: Status = Status(204);
+    pub const PARTIAL_CONTENT: Status = Status(206);
+    pub const MOVED_PERMANENTLY: Status = Status(301);
+    pub const NOT_MODIFIED: Status = Status(304);
+    pub const BAD_REQUEST: Status = Status(400);
+    pub const FORBIDDEN: Status = Status(403);
+    pub const NOT_FOUND: Status = Status(404);
+    pub const METHOD_NOT_ALLOWED: Status = Status(405);
+    pub const PRECONDITION_FAILED: Status = Status(412);
+    pub const PAYLOAD_TOO_LARGE: Status = Status(413);
+    pub const URI_TOO_LONG: Status = Status(414);
+    pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
+    pub const REQUEST_HEADER_FIELDS_TOO_LARGE: Status = Status(431);
+    pub const INTERNAL_SERVER_ERROR: Status = Status(500);
+    pub const NOT_IMPLEMENTED: Status = Status(501);
+    pub const SERVICE_UNAVAILABLE: Status = Status(503);
+
+    /// A status from its code; `None` outside 100..=999.
+    pub fn from_code(code: u16) -> Option<Status> {
+        (100..=999).contains(&code).then_some(Status(code))
+    }
+
+    pub fn code(self) -> u16 {
+        self.0
+    }
+
+    /// The class digit (1 to 5 for valid codes), used by the metrics.
+    pub fn class(self) -> usize {
+        usize::from(self.0 / 100)
+    }
+
+    /// RFC 9110 §15 reason phrases for the codes we send.
+    pub fn reason(self) -> &'static str {
+        match self.0 {
+            200 => "OK",
+            204 => "No Content",
+            206 => "Partial Content",
+            301 => "Moved Permanently",
+            304 => "Not Modified",
+            400 => "Bad Request",
+            403 => "Forbidden",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            412 => "Precondition Failed",
+            413 => "Content Too Large",
+            414 => "URI Too Long",
+            416 => "Range Not Satisfiable",
+            431 => "Request Header Fields Too Large",
+            500 => "Internal Server Error",
+            501 => "Not Implemented",
+            503 => "Service Unavailable",
+            _ => "",
+        }
+    }
+
+    /// RFC 9110 §6.4.1: 1xx, 204 and 304 never carry content (nor, here, a
+    /// Content-Length).
+    pub fn has_no_body(self) -> bool {
+        self.0 < 200 || self.0 == 204 || self.0 == 304
+    }
+}
+
+/// A byte range of an open file, sent after the head.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    pub file: Rc<File>,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// What follows the head.
+#[derive(Debug, Clone, Default)]
+pub enum Body {
+    #[default]
+    Empty,
+    /// Owned or shared bytes (a static buffer is `Bytes::from_static`).
+    Bytes(Bytes),
+    /// Part of a file, streamed (zero-copy where the driver allows).
+    File(FileRange),
+}
+
+impl Body {
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(f) => f.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The header part of a response.
+#[derive(Debug, Clone)]
+pub enum Fields {
+    /// Header fields to format; `Server` and `Content-Length` are added.
+    List(Vec<(Cow<'static, str>, Cow<'static, str>)>),
+    /// A prebuilt block from [`prebuild_head`]: status line and every field
+    /// except `Date` and `Connection`, without the final blank line.
+    Prebuilt(Bytes),
+}
+
+/// A complete response as a handler returns it.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: Status,
+    pub fields: Fields,
+    pub body: Body,
+}
+
+impl Response {
+    /// A response with a field list and a body.
+    pub fn new(status: Status, body: Body) -> Response {
+        Response {
+            status,
+            fields: Fields::List(Vec::new()),
+            body,
+        }
+    }
+
+    /// A short text body (error pages and the like).
+    pub fn text(status: Status, text: &'static str) -> Response {
+        Response::new(status, Body::Bytes(Bytes::from_static(text.as_bytes())))
+            .header("Content-Type", "text/plain; charset=utf-8")
+    }
+
+    /// Add a header field (no effect on a prebuilt head).
+    pub fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<Cow<'static, str>>,
+    ) -> Response {
+        if let Fields::List(list) = &mut self.fields {
+            list.push((name.into(), value.into()));
+        }
+        self
+    }
+}
+
+/// How the `Connection` field must read on this response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1 persistent by default: no field.
+    Default,
+    /// An HTTP/1.0 client asked for keep-alive: `Connection: keep-alive`.
+    KeepAlive,
+    /// The connection closes after this response: `Connection: close`.
+    Close,
+}
+
+const SERVER_FIELD: &[u8] = b"Server: servery\r\n";
+
+/// Format a head block (status line, `Server`, the fields, `Content-Length`)
+/// once, for reuse by [`write_head`] on every hit.
+pub fn prebuild_head(
+    status: Status,
+    fields: &[(Cow<'static, str>, Cow<'static, str>)],
+    content_length: u64,
+) -> Bytes {
+    let mut out = Vec::with_capacity(256);
+    write_fields(&mut out, status, fields, content_length);
+    Bytes::from(out)
+}
+
+fn write_fields(
+    out: &mut Vec<u8>,
+    status: Status,
+    fields: &[(Cow<'static, str>, Cow<'static, str>)],
+    content_length: u64,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let mut code = itoa::Buffer::new();
+    out.extend_from_slice(code.format(status.code()).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.reason().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(SERVER_FIELD);
+    for (name, value) in fields {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !status.has_no_body() {
+        out.extend_from_slice(b"Content-Length: ");
+        let mut n = itoa::Buffer::new();
+        out.extend_from_slice(n.format(content_length).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Append the complete head of `resp` (ending in the blank line) to `out`.
+pub fn write_head(out: &mut Vec<u8>, resp: &Response, date: &[u8], persistence: Persistence) {
+    match &resp.fields {
+        Fields::List(fields) => write_fields(out, resp.status, fields, resp.body.len()),
+        Fields::Prebuilt(block) => out.extend_from_slice(block),
+    }
+    out.extend_from_slice(b"Date: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\n");
+    match persistence {
+        Persistence::Default => {}
+        Persistence::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+    #[test]
+    fn head_has_length_server_and_date() {
+        let r = Response::text(Status::NOT_FOUND, "nope\n");
+        let mut out = Vec::new();
+        write_head(&mut out, &r, DATE, Persistence::Close);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 404 Not Found\r\nServer: servery\r\n"));
+        assert!(s.contains("Content-Length: 5\r\n"));
+        assert!(s.contains("Connection: close\r\n"));
+        assert!(s.ends_with("GMT\r\nConnection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn not_modified_has_no_content_length() {
+        let r = Response::new(Status::NOT_MODIFIED, Body::Empty);
+        let mut out = Vec::new();
+        write_head(&mut out, &r, DATE, Persistence::Default);
+        assert!(!String::from_utf8(out).unwrap().contains("Content-Length"));
+    }
+
+    #[test]
+    fn prebuilt_head_is_reused_verbatim() {
+        let block = prebuild_head(
+            Status::OK,
+            &[("Content-Type".into(), "text/plain".into())],
+            3,
+        );
+        let r = Response {
+            status: Status::OK,
+            fields: Fields::Prebuilt(block.clone()),
+            body: Body::Bytes(Bytes::from_static(b"abc")),
+        };
+        let mut out = Vec::new();
+        write_head(&mut out, &r, DATE, Persistence::KeepAlive);
+        assert!(out.starts_with(&block));
+        assert!(out.ends_with(b"Connection: keep-alive\r\n\r\n"));
+    }
+}

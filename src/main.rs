@@ -1,0 +1,14 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use servery::cli::{self, Cli};
+use servery::static_files::Files;
+
+fn main() -> ExitCode {
+    servery::telemetry::init_logging("warn");
+    let result = cli::run(Cli::parse(), |config| {
+        let root = config.root.clone();
+        move |_worker: usize| Files::open(&root)
+    });
+    result.unwrap_or_else(|e| cli::report(&e))
+}

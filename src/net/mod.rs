@@ -1,0 +1,229 @@
+//! Listening sockets: bound before the barrier, listening only at COMMIT.
+//!
+//! Owns: creating every listening socket of a generation and deciding which
+//! worker gets which (a [`ListenerPlan`]). Does not own accepting
+//! (`worker`) or the barrier that decides when to listen (`supervisor`).
+//!
+//! Flow:
+//! 1. `ListenerPlan::bind(config)` before any worker starts:
+//!    - systemd socket activation (`LISTEN_FDS`): the inherited sockets are
+//!      used as shared listeners and `--bind` is ignored;
+//!    - `reuseport`: one SO_REUSEPORT socket per worker per address, bound but
+//!      not listening (a bound, non-listening socket is not in the kernel's
+//!      reuseport group, so nothing can queue on it before COMMIT). A port 0
+//!      is resolved by the first socket and reused by the rest;
+//!    - `shared`: one bound socket per address; each worker gets a dup.
+//! 2. Each worker takes its `Vec<Socket>` and, at COMMIT, calls [`listen`].
+
+use std::io;
+use std::net::SocketAddr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::{Config, ListenerMode};
+
+/// Accept queue length asked of listen(2); the kernel caps it at somaxconn.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Why the listeners could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot bind {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("cannot create a socket for {addr}: {source}")]
+    Socket { addr: SocketAddr, source: io::Error },
+    #[error("cannot use the sockets passed by systemd (LISTEN_FDS): {0}")]
+    Inherited(io::Error),
+}
+
+/// Where the listening sockets came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    ReusePort,
+    Shared,
+    /// systemd socket activation.
+    Systemd,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::ReusePort => "reuseport",
+            Source::Shared => "shared",
+            Source::Systemd => "systemd",
+        }
+    }
+}
+
+/// The sockets of one generation: `per_worker[i]` is worker i's set.
+#[derive(Debug)]
+pub struct ListenerPlan {
+    pub source: Source,
+    /// The addresses actually bound (port 0 resolved), in `--bind` order.
+    pub addrs: Vec<SocketAddr>,
+    pub per_worker: Vec<Vec<Socket>>,
+}
+
+impl ListenerPlan {
+    /// Create (and bind) every listening socket for `config.workers` workers.
+    pub fn bind(config: &Config) -> Result<ListenerPlan, Error> {
+        let workers = config.workers.get();
+        let inherited = crate::sys::socket::take_listen_fds().map_err(Error::Inherited)?;
+        if !inherited.is_empty() {
+            let sockets: Vec<Socket> = inherited.into_iter().map(Socket::from).collect();
+            let addrs = sockets
+                .iter()
+                .map(|s| {
+                    s.local_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket())
+                        .ok_or_else(|| {
+                            Error::Inherited(io::Error::other("inherited socket is not TCP/IP"))
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let per_worker = dup_for_workers(&sockets, workers, &addrs)?;
+            return Ok(ListenerPlan {
+                source: Source::Systemd,
+                addrs,
+                per_worker,
+            });
+        }
+
+        match config.listener {
+            ListenerMode::Shared => {
+                let mut sockets = Vec::new();
+                let mut addrs = Vec::new();
+                for &addr in &config.binds {
+                    let s = new_socket(addr, false)?;
+                    let bound = bind(&s, addr)?;
+                    sockets.push(s);
+                    addrs.push(bound);
+                }
+                let per_worker = dup_for_workers(&sockets, workers, &addrs)?;
+                Ok(ListenerPlan {
+                    source: Source::Shared,
+                    addrs,
+                    per_worker,
+                })
+            }
+            ListenerMode::ReusePort => {
+                let mut per_worker: Vec<Vec<Socket>> = (0..workers).map(|_| Vec::new()).collect();
+                let mut addrs = Vec::new();
+                for &addr in &config.binds {
+                    let mut resolved = addr;
+                    for sockets in per_worker.iter_mut() {
+                        let s = new_socket(resolved, true)?;
+                        resolved = bind(&s, resolved)?;
+                        sockets.push(s);
+                    }
+                    addrs.push(resolved);
+                }
+                Ok(ListenerPlan {
+                    source: Source::ReusePort,
+                    addrs,
+                    per_worker,
+                })
+            }
+        }
+    }
+}
+
+fn dup_for_workers(
+    sockets: &[Socket],
+    workers: usize,
+    addrs: &[SocketAddr],
+) -> Result<Vec<Vec<Socket>>, Error> {
+    (0..workers)
+        .map(|_| {
+            sockets
+                .iter()
+                .zip(addrs)
+                .map(|(s, &addr)| {
+                    s.try_clone()
+                        .map_err(|source| Error::Socket { addr, source })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn new_socket(addr: SocketAddr, reuseport: bool) -> Result<Socket, Error> {
+    let err = |source| Error::Socket { addr, source };
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.cloexec(),
+        Some(Protocol::TCP),
+    )
+    .map_err(err)?;
+    s.set_reuse_address(true).map_err(err)?;
+    if reuseport {
+        s.set_reuse_port(true).map_err(err)?;
+    }
+    if addr.is_ipv6() {
+        s.set_only_v6(true).map_err(err)?;
+    }
+    s.set_nonblocking(true).map_err(err)?;
+    Ok(s)
+}
+
+fn bind(s: &Socket, addr: SocketAddr) -> Result<SocketAddr, Error> {
+    s.bind(&addr.into())
+        .map_err(|source| Error::Bind { addr, source })?;
+    s.local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .ok_or_else(|| Error::Bind {
+            addr,
+            source: io::Error::other("bound socket has no IP address"),
+        })
+}
+
+/// Start listening (at COMMIT) and hand the socket over as a std listener.
+pub fn listen(s: Socket) -> io::Result<std::net::TcpListener> {
+    s.listen(LISTEN_BACKLOG)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(workers: usize, mode: ListenerMode) -> Config {
+        let mut c = crate::config::RawConfig {
+            root: Some(std::env::temp_dir()),
+            bind: Some(vec!["127.0.0.1:0".into()]),
+            no_pin: true,
+            workers: Some(crate::config::WorkerCount::Count(workers as u64)),
+            ..Default::default()
+        }
+        .validate_with(&crate::config::CpuSet::default(), &[])
+        .unwrap();
+        c.listener = mode;
+        c
+    }
+
+    #[test]
+    fn reuseport_resolves_port_zero_once() {
+        let plan = ListenerPlan::bind(&config(3, ListenerMode::ReusePort)).unwrap();
+        assert_eq!(plan.per_worker.len(), 3);
+        let port = plan.addrs[0].port();
+        assert_ne!(port, 0);
+        for w in &plan.per_worker {
+            let a = w[0].local_addr().unwrap().as_socket().unwrap();
+            assert_eq!(a.port(), port);
+        }
+    }
+
+    #[test]
+    fn bound_sockets_refuse_until_listen() {
+        let plan = ListenerPlan::bind(&config(1, ListenerMode::Shared)).unwrap();
+        let addr = plan.addrs[0];
+        assert!(std::net::TcpStream::connect(addr).is_err());
+        let mut per_worker = plan.per_worker;
+        let l = listen(per_worker.remove(0).remove(0)).unwrap();
+        assert!(std::net::TcpStream::connect(addr).is_ok());
+        drop(l);
+    }
+}

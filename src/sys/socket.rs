@@ -1,0 +1,96 @@
+//! Socket syscalls that need raw fds.
+//!
+//! Two things here cannot be done through std or socket2 with owned values:
+//! shutting down a connection that another task owns (drain and force-close
+//! reach every open connection of a worker by its fd), and adopting the
+//! listening sockets systemd passes as fds 3.. (sd_listen_fds(3)).
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Which directions to shut down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Stop reading: a pending read completes with EOF (drain of idle ones).
+    Read,
+    /// Both directions: pending reads and writes fail (force-close).
+    Both,
+}
+
+/// `shutdown(2)` on a connection fd registered by its owner.
+///
+/// The caller guarantees `fd` is open and owned by a live connection on the
+/// calling thread (the worker's registry removes an entry before its stream
+/// closes, and only the same thread calls this), so it cannot name an
+/// unrelated, reused descriptor.
+pub fn shutdown_registered(fd: RawFd, how: Shutdown) -> io::Result<()> {
+    let how = match how {
+        Shutdown::Read => libc::SHUT_RD,
+        Shutdown::Both => libc::SHUT_RDWR,
+    };
+    // SAFETY: shutdown takes no pointers; per the contract above `fd` is a
+    // live socket owned by a connection of this thread.
+    let rc = unsafe { libc::shutdown(fd, how) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// First fd systemd passes (SD_LISTEN_FDS_START).
+const LISTEN_FDS_START: RawFd = 3;
+/// More inherited sockets than this is a misconfiguration, not a server.
+const MAX_LISTEN_FDS: usize = 64;
+
+/// Take the sockets passed by systemd socket activation, if any.
+///
+/// Follows sd_listen_fds(3): only when `LISTEN_PID` is this process; the
+/// variables are removed so children do not inherit them. Each fd must be a
+/// listening stream socket, else the whole set is refused.
+pub fn take_listen_fds() -> io::Result<Vec<OwnedFd>> {
+    let pid = match std::env::var("LISTEN_PID") {
+        Ok(p) => p,
+        Err(_) => return Ok(Vec::new()),
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Ok(Vec::new());
+    }
+    let count: usize = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("LISTEN_PID is set but LISTEN_FDS is not a number"))?;
+    if count > MAX_LISTEN_FDS {
+        return Err(io::Error::other(format!(
+            "LISTEN_FDS={count} is more than {MAX_LISTEN_FDS}"
+        )));
+    }
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+
+    let mut fds = Vec::with_capacity(count);
+    for i in 0..count {
+        let raw = LISTEN_FDS_START + i as RawFd;
+        // Validate before adopting: fcntl fails with EBADF on a closed fd.
+        // SAFETY: F_GETFD reads flags of a descriptor number; no memory.
+        if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
+            return Err(io::Error::other(format!(
+                "LISTEN_FDS names fd {raw}, which is not open"
+            )));
+        }
+        // SAFETY: the fd is open (checked above), was handed to this process
+        // by systemd for it alone (LISTEN_PID matched), and nothing else in
+        // the process adopts fds 3.. — so ownership is ours to take, once.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sock = socket2::SockRef::from(&fd);
+        if sock.r#type()? != socket2::Type::STREAM || !sock.is_listener()? {
+            return Err(io::Error::other(format!(
+                "inherited fd {raw} is not a listening stream socket"
+            )));
+        }
+        sock.set_cloexec(true)?;
+        fds.push(fd);
+    }
+    Ok(fds)
+}

@@ -1,0 +1,187 @@
+//! The admin listener: `/healthz`, `/readyz`, `/metrics`.
+//!
+//! It runs on its own plain thread with blocking std I/O, off the workers'
+//! cores' event loops: it is polled by orchestrators a few times a second and
+//! must answer even when every worker is saturated or draining. One request
+//! per connection; answers are small.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{Phase, PhaseCell, WorkerStats};
+
+/// A running admin endpoint; dropping it stops the thread.
+#[derive(Debug)]
+pub struct Admin {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Admin {
+    /// Bind `addr` and serve on a new thread.
+    pub fn start(
+        addr: SocketAddr,
+        phase: Arc<PhaseCell>,
+        stats: Arc<Vec<Arc<WorkerStats>>>,
+    ) -> io::Result<Admin> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("servery-admin".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::Acquire) {
+                        break;
+                    }
+                    if let Ok(conn) = conn {
+                        let _ = answer(conn, &phase, &stats);
+                    }
+                }
+            })?;
+        Ok(Admin {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the blocking accept so the thread sees `stop`.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answer(mut conn: TcpStream, phase: &PhaseCell, stats: &[Arc<WorkerStats>]) -> io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
+        let n = conn.read(&mut buf[len..])?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let line = buf[..len].split(|&b| b == b'\n').next().unwrap_or(b"");
+    let mut parts = line.split(|&b| b == b' ');
+    let method = parts.next().unwrap_or(b"");
+    let path = parts.next().unwrap_or(b"");
+    let (status, ctype, body) = if method != b"GET" && method != b"HEAD" {
+        (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET or HEAD only\n".to_owned(),
+        )
+    } else {
+        match path {
+            b"/healthz" => ("200 OK", "text/plain", "ok\n".to_owned()),
+            b"/readyz" => match phase.get() {
+                Phase::Ready => ("200 OK", "text/plain", "ready\n".to_owned()),
+                Phase::Starting => (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "starting\n".to_owned(),
+                ),
+                Phase::Draining => (
+                    "503 Service Unavailable",
+                    "text/plain",
+                    "draining\n".to_owned(),
+                ),
+            },
+            b"/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(stats)),
+            _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+        }
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nServer: servery\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes())?;
+    if method != b"HEAD" {
+        conn.write_all(body.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Prometheus text exposition (format 0.0.4) of every worker's counters.
+pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let counters: [(&str, &str, &str, fn(&WorkerStats) -> u64); 3] = [
+        (
+            "servery_connections_accepted_total",
+            "counter",
+            "Connections accepted.",
+            |s| WorkerStats::get(&s.connections_accepted),
+        ),
+        (
+            "servery_connections_open",
+            "gauge",
+            "Connections open now.",
+            |s| WorkerStats::get(&s.connections_open),
+        ),
+        (
+            "servery_requests_total",
+            "counter",
+            "Requests parsed.",
+            |s| WorkerStats::get(&s.requests),
+        ),
+    ];
+    for (name, kind, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (i, s) in stats.iter().enumerate() {
+            let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", get(s));
+        }
+    }
+    let name = "servery_responses_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Responses by status class.\n# TYPE {name} counter"
+    );
+    for (i, s) in stats.iter().enumerate() {
+        for class in 1..=5 {
+            let _ = writeln!(
+                out,
+                "{name}{{worker=\"{i}\",class=\"{class}xx\"}} {}",
+                WorkerStats::get(&s.responses[class])
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_have_one_series_per_worker() {
+        let stats = vec![
+            Arc::new(WorkerStats::default()),
+            Arc::new(WorkerStats::default()),
+        ];
+        WorkerStats::add(&stats[1].requests, 7);
+        let text = render_metrics(&stats);
+        assert!(text.contains("servery_requests_total{worker=\"0\"} 0\n"));
+        assert!(text.contains("servery_requests_total{worker=\"1\"} 7\n"));
+        assert!(text.contains("servery_responses_total{worker=\"1\",class=\"2xx\"} 0\n"));
+    }
+}

@@ -1,0 +1,291 @@
+//! The HTTP/1.1 connection loop.
+//!
+//! One task per connection, on the worker's runtime. The loop is shaped to
+//! cross into the kernel as rarely as possible:
+//! 1. Read whatever the client sent (one read op).
+//! 2. Parse every complete request in the buffer (pipelining), append each
+//!    response to one output buffer, in order.
+//! 3. Write the output buffer once; file bodies larger than the memory cache
+//!    stream after the heads before them.
+//! 4. Decide: close (error, `Connection: close`, HTTP/1.0 default, drain) or
+//!    wait for more under the header or keep-alive timeout.
+//!
+//! A GET/HEAD/OPTIONS/405 request that declares a body has that body read and
+//! discarded (up to `MAX_DISCARD_BYTES`) so it is never parsed as a request.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+use std::time::Instant;
+
+use monoio::buf::{IoBufMut, SliceMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::Ctx;
+use crate::app::Handler;
+use crate::http::response::write_head;
+use crate::http::{
+    self, Body, FileRange, Head, Method, ParseError, Persistence, Response, Status, Version,
+};
+use crate::telemetry::WorkerStats;
+
+/// First read buffer size: a typical request head fits many times over.
+const READ_BUF_BYTES: usize = 8 * 1024;
+/// Output buffer kept between responses; grows for pipelined batches.
+const OUT_BUF_BYTES: usize = 16 * 1024;
+/// Chunk of a file body read per write when streaming.
+const FILE_CHUNK_BYTES: usize = 256 * 1024;
+/// Largest declared body we read and throw away on a method that takes none;
+/// beyond it the request is refused (413) and the connection closed.
+pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
+
+const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+/// Decrements the open-connection gauge when the task ends.
+struct OpenGauge(Rc<dyn Fn()>);
+
+impl Drop for OpenGauge {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+/// What the connection does after writing the current batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    KeepOpen,
+    Close,
+}
+
+pub(crate) async fn serve<H: Handler>(mut stream: TcpStream, ctx: Rc<Ctx<H>>) {
+    WorkerStats::add(&ctx.stats.connections_open, 1);
+    let stats = ctx.stats.clone();
+    let _gauge = OpenGauge(Rc::new(move || {
+        WorkerStats::sub(&stats.connections_open, 1)
+    }));
+    // Dropped before `stream` (a parameter): the entry leaves the registry
+    // before the fd closes.
+    let registration = ctx.registry.register(stream.as_raw_fd());
+
+    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF_BYTES);
+    let mut out: Vec<u8> = Vec::with_capacity(OUT_BUF_BYTES);
+    let mut discard: u64 = 0;
+    let mut served_any = false;
+    let mut head_started = Instant::now();
+    let settings = ctx.settings;
+
+    loop {
+        // 1-2. Answer everything complete in the buffer.
+        let mut pos = 0;
+        let mut after = After::KeepOpen;
+        loop {
+            if discard > 0 {
+                let skip = discard.min((rbuf.len() - pos) as u64) as usize;
+                pos += skip;
+                discard -= skip as u64;
+                if discard > 0 {
+                    break;
+                }
+            }
+            if pos == rbuf.len() {
+                break;
+            }
+            let (head, consumed) = match http::parse(&rbuf[pos..], &settings.limits) {
+                Ok(Some(parsed)) => parsed,
+                Ok(None) => break,
+                Err(e) => {
+                    push_response(
+                        &ctx,
+                        &mut out,
+                        &error_response(&e),
+                        true,
+                        Persistence::Close,
+                    );
+                    after = After::Close;
+                    break;
+                }
+            };
+            pos += consumed;
+            served_any = true;
+            WorkerStats::add(&ctx.stats.requests, 1);
+            let (resp, persistence, declared) = match answer(&ctx, &head) {
+                Ok(r) => r,
+                Err(e) => {
+                    push_response(
+                        &ctx,
+                        &mut out,
+                        &error_response(&e),
+                        true,
+                        Persistence::Close,
+                    );
+                    after = After::Close;
+                    break;
+                }
+            };
+            let include_body = head.method != Method::Head;
+            drop(head);
+            discard = declared;
+            push_response(&ctx, &mut out, &resp, include_body, persistence);
+            if let (Body::File(file), true) = (&resp.body, include_body) {
+                let (res, buf) = send_file(&mut stream, out, file).await;
+                out = buf;
+                if res.is_err() {
+                    return;
+                }
+            }
+            if persistence == Persistence::Close {
+                after = After::Close;
+                break;
+            }
+        }
+        rbuf.drain(..pos);
+
+        // 3. One write for the whole batch.
+        if !out.is_empty() {
+            let (res, buf) = stream.write_all(out).await;
+            out = buf;
+            out.clear();
+            if res.is_err() {
+                return;
+            }
+        }
+        if after == After::Close {
+            return;
+        }
+
+        // 4. Wait for more bytes.
+        let idle = rbuf.is_empty() && discard == 0;
+        registration.set_idle(idle);
+        if idle && ctx.draining.get() {
+            return;
+        }
+        let wait = if idle && served_any {
+            settings.keepalive_timeout
+        } else {
+            match settings.header_timeout.checked_sub(head_started.elapsed()) {
+                Some(left) if !left.is_zero() => left,
+                _ => return,
+            }
+        };
+        if rbuf.len() == rbuf.capacity() {
+            rbuf.reserve(rbuf.capacity().max(READ_BUF_BYTES));
+        }
+        let len = rbuf.len();
+        let read = monoio::time::timeout(wait, stream.read(rbuf.slice_mut(len..))).await;
+        let (res, slice): (io::Result<usize>, SliceMut<Vec<u8>>) = match read {
+            Ok(r) => r,
+            Err(_) => return, // header or keep-alive timeout: close
+        };
+        rbuf = slice.into_inner();
+        match res {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if idle {
+                    head_started = Instant::now();
+                }
+                registration.set_idle(false);
+            }
+        }
+    }
+}
+
+/// Decide the response to one parsed request, and how many body bytes of it
+/// follow in the stream to be discarded.
+fn answer<H: Handler>(
+    ctx: &Ctx<H>,
+    head: &Head<'_>,
+) -> Result<(Response, Persistence, u64), ParseError> {
+    if head.transfer_encoding {
+        return Err(ParseError::UnsupportedTransferEncoding);
+    }
+    let declared = head.content_length.unwrap_or(0);
+    if declared > MAX_DISCARD_BYTES {
+        return Err(ParseError::BodyTooLarge { length: declared });
+    }
+    let persistence = if !head.keep_alive || ctx.draining.get() {
+        Persistence::Close
+    } else if head.version == Version::Http10 {
+        Persistence::KeepAlive
+    } else {
+        Persistence::Default
+    };
+    let resp = match head.method {
+        Method::Get | Method::Head => ctx.handler.handle(head),
+        Method::Options => Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
+        Method::Other => Response::text(Status::METHOD_NOT_ALLOWED, "405 Method Not Allowed\n")
+            .header("Allow", ALLOW),
+    };
+    Ok((resp, persistence, declared))
+}
+
+/// The response for a request that could not be taken: the one place a
+/// protocol error becomes bytes (status from `ParseError::status`).
+fn error_response(e: &ParseError) -> Response {
+    let status = e.status();
+    tracing::debug!(error = %e, status = status.code(), "request refused");
+    let body = match status.code() {
+        400 => "400 Bad Request\n",
+        413 => "413 Content Too Large\n",
+        414 => "414 URI Too Long\n",
+        431 => "431 Request Header Fields Too Large\n",
+        501 => "501 Not Implemented\n",
+        _ => "error\n",
+    };
+    Response::text(status, body)
+}
+
+/// Append a response's head, and its in-memory body, to `out`.
+fn push_response<H: Handler>(
+    ctx: &Ctx<H>,
+    out: &mut Vec<u8>,
+    resp: &Response,
+    include_body: bool,
+    persistence: Persistence,
+) {
+    WorkerStats::add(&ctx.stats.responses[resp.status.class().min(5)], 1);
+    let mut date = ctx.date.borrow_mut();
+    write_head(out, resp, date.now(), persistence);
+    if let (Body::Bytes(b), true) = (&resp.body, include_body) {
+        out.extend_from_slice(b);
+    }
+}
+
+/// Send a file range after whatever is buffered in `out`, a chunk per write.
+/// Errors (including a file that shrank under us) end the connection: the
+/// promised Content-Length can no longer be honoured.
+async fn send_file(
+    stream: &mut TcpStream,
+    mut out: Vec<u8>,
+    file: &FileRange,
+) -> (io::Result<()>, Vec<u8>) {
+    let mut offset = file.offset;
+    let end = file.offset + file.len;
+    while offset < end {
+        let start = out.len();
+        let want = ((end - offset) as usize).min(FILE_CHUNK_BYTES);
+        out.resize(start + want, 0);
+        match file.file.read_at(&mut out[start..], offset) {
+            Ok(0) => {
+                out.clear();
+                return (Err(io::Error::from(io::ErrorKind::UnexpectedEof)), out);
+            }
+            Ok(n) => {
+                out.truncate(start + n);
+                offset += n as u64;
+            }
+            Err(e) => {
+                out.clear();
+                return (Err(e), out);
+            }
+        }
+        let (res, buf) = stream.write_all(out).await;
+        out = buf;
+        out.clear();
+        if let Err(e) = res {
+            return (Err(e), out);
+        }
+    }
+    (Ok(()), out)
+}

@@ -1,0 +1,61 @@
+//! Test-only fault hooks, read from `SERVERY_TEST_FAULT`.
+//!
+//! The barrier tests need a worker that is slow to prepare or fails to.
+//! Only the test suites set the variable; an operator never does, and an
+//! unset or unparsable value injects nothing. Syntax: `;`-separated items,
+//! `delay-prepare=WORKER:MILLIS` or `fail-prepare=WORKER`.
+
+use std::time::Duration;
+
+/// Environment variable the tests set.
+pub const ENV: &str = "SERVERY_TEST_FAULT";
+
+/// What to do to one worker before it reports PREPARED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    DelayPrepare(Duration),
+    FailPrepare,
+}
+
+/// The fault (if any) configured for `worker`.
+pub fn for_worker(worker: usize) -> Option<Fault> {
+    parse(&std::env::var(ENV).ok()?, worker)
+}
+
+fn parse(spec: &str, worker: usize) -> Option<Fault> {
+    for item in spec.split(';') {
+        let (kind, arg) = item.split_once('=')?;
+        match kind.trim() {
+            "delay-prepare" => {
+                let (w, ms) = arg.split_once(':')?;
+                if w.trim().parse::<usize>().ok()? == worker {
+                    return Some(Fault::DelayPrepare(Duration::from_millis(
+                        ms.trim().parse().ok()?,
+                    )));
+                }
+            }
+            "fail-prepare" if arg.trim().parse::<usize>().ok()? == worker => {
+                return Some(Fault::FailPrepare)
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_items_for_the_named_worker() {
+        let s = "delay-prepare=1:250;fail-prepare=0";
+        assert_eq!(parse(s, 0), Some(Fault::FailPrepare));
+        assert_eq!(
+            parse(s, 1),
+            Some(Fault::DelayPrepare(Duration::from_millis(250)))
+        );
+        assert_eq!(parse(s, 2), None);
+        assert_eq!(parse("garbage", 0), None);
+    }
+}

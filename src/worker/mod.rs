@@ -1,0 +1,369 @@
+//! A worker: one pinned OS thread running one monoio runtime.
+//!
+//! Owns: the worker's life ([`State`], one writer: `Lifecycle::enter`),
+//! building its runtime on the chosen driver, accepting, and the connection
+//! loop (`conn`). Does not own when to commit or drain (the supervisor sends
+//! [`Control`] messages) nor what a request means (`app::Handler`).
+//!
+//! Flow:
+//! 1. Starting: pin to its CPU, build the runtime (io_uring, or epoll when
+//!    `auto` finds io_uring unavailable), make the handler.
+//! 2. Prepared: report, then wait for COMMIT holding bound, non-listening
+//!    sockets. Any other message, or the supervisor going away, ends the
+//!    worker without it ever accepting.
+//! 3. Running: listen, spawn one accept loop per socket, report READY.
+//! 4. Draining (on DRAIN): cancel the accepts (dropping the sockets refuses
+//!    new connections), shut the read side of idle connections, let busy
+//!    ones finish with `Connection: close`. FORCE cuts whatever is left.
+//! 5. Exited once no connection is open; Aborted on any failure.
+
+mod conn;
+pub mod fault;
+mod registry;
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use monoio::io::Canceller;
+use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
+use socket2::Socket;
+
+use crate::app::{Handler, HandlerFactory};
+use crate::config::DriverChoice;
+use crate::http::date::DateCache;
+use crate::http::Limits;
+use crate::telemetry::WorkerStats;
+use registry::Registry;
+
+/// A worker's life. Changed only by `Lifecycle::enter`, which logs and
+/// reports every transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Thread started: pinning, building the runtime, making the handler.
+    Starting,
+    /// Ready to accept but admitting nobody until COMMIT.
+    Prepared,
+    /// Accepting and serving (READY).
+    Running,
+    /// Not accepting; finishing open connections.
+    Draining,
+    /// Stopped because it was asked to (drain finished, or rolled back).
+    Exited,
+    /// Stopped by a failure nobody asked for.
+    Aborted,
+}
+
+/// The I/O driver a worker runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    IoUring,
+    Epoll,
+}
+
+impl Driver {
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::IoUring => "io_uring",
+            Driver::Epoll => "epoll",
+        }
+    }
+}
+
+/// Supervisor → worker messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// The PREPARED quorum is complete: start accepting.
+    Commit,
+    /// Roll back: exit without accepting (valid before COMMIT).
+    Abort,
+    /// Stop accepting and finish open connections.
+    Drain,
+    /// Drain deadline passed: cut every open connection.
+    Force,
+}
+
+/// Worker → supervisor: one transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub worker: usize,
+    pub state: State,
+    /// Set on `Prepared`: the driver the runtime was built on.
+    pub driver: Option<Driver>,
+    /// Set on `Aborted`: the cause.
+    pub reason: Option<String>,
+    /// Set on `Exited`: connections cut by FORCE.
+    pub cut: usize,
+}
+
+/// Connection-level settings every worker shares.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub limits: Limits,
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// Everything a worker thread starts with.
+pub(crate) struct Init<F> {
+    pub index: usize,
+    pub cpu: Option<usize>,
+    pub sockets: Vec<Socket>,
+    pub driver: DriverChoice,
+    pub settings: Settings,
+    pub factory: Arc<F>,
+    pub stats: Arc<WorkerStats>,
+    pub control: flume::Receiver<Control>,
+    pub report: Arc<dyn Fn(Report) + Send + Sync>,
+}
+
+/// The one writer of a worker's [`State`].
+struct Lifecycle {
+    worker: usize,
+    state: Cell<State>,
+    report: Arc<dyn Fn(Report) + Send + Sync>,
+}
+
+impl Lifecycle {
+    fn enter(&self, state: State, driver: Option<Driver>, reason: Option<String>, cut: usize) {
+        let from = self.state.replace(state);
+        match &reason {
+            Some(r) => {
+                tracing::warn!(worker = self.worker, ?from, to = ?state, reason = %r, "worker transition")
+            }
+            None => tracing::debug!(worker = self.worker, ?from, to = ?state, "worker transition"),
+        }
+        (self.report)(Report {
+            worker: self.worker,
+            state,
+            driver,
+            reason,
+            cut,
+        });
+    }
+
+    fn abort(&self, reason: String) {
+        self.enter(State::Aborted, None, Some(reason), 0);
+    }
+}
+
+/// Body of a worker thread. Reports every transition; returns when Exited or
+/// Aborted.
+pub(crate) fn run<F: HandlerFactory>(init: Init<F>) {
+    let life = Lifecycle {
+        worker: init.index,
+        state: Cell::new(State::Starting),
+        report: init.report.clone(),
+    };
+    life.enter(State::Starting, None, None, 0);
+    if let Some(cpu) = init.cpu {
+        if let Err(e) = crate::sys::affinity::pin_current_thread(cpu) {
+            return life.abort(format!("cannot pin to cpu {cpu}: {e}"));
+        }
+    }
+    match fault::for_worker(init.index) {
+        Some(fault::Fault::FailPrepare) => {
+            return life.abort("injected prepare failure (SERVERY_TEST_FAULT)".into())
+        }
+        Some(fault::Fault::DelayPrepare(d)) => std::thread::sleep(d),
+        None => {}
+    }
+    let outcome = match init.driver {
+        DriverChoice::Epoll => on_epoll(init, &life),
+        DriverChoice::Uring => match RuntimeBuilder::<IoUringDriver>::new()
+            .enable_timer()
+            .build()
+        {
+            Ok(mut rt) => rt.block_on(lifecycle(init, &life, Driver::IoUring)),
+            Err(e) => Err(format!(
+                "io_uring is unavailable ({e}); use --driver epoll or auto"
+            )),
+        },
+        DriverChoice::Auto => match RuntimeBuilder::<IoUringDriver>::new()
+            .enable_timer()
+            .build()
+        {
+            Ok(mut rt) => rt.block_on(lifecycle(init, &life, Driver::IoUring)),
+            Err(e) => {
+                tracing::info!(worker = init.index, error = %e, "io_uring unavailable, using epoll");
+                on_epoll(init, &life)
+            }
+        },
+    };
+    match outcome {
+        Ok(cut) => life.enter(State::Exited, None, None, cut),
+        Err(reason) => life.abort(reason),
+    }
+}
+
+fn on_epoll<F: HandlerFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize, String> {
+    let mut rt = RuntimeBuilder::<LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|e| format!("cannot build the epoll runtime: {e}"))?;
+    rt.block_on(lifecycle(init, life, Driver::Epoll))
+}
+
+/// What connections of one worker share.
+pub(crate) struct Ctx<H> {
+    pub handler: H,
+    pub settings: Settings,
+    pub stats: Arc<WorkerStats>,
+    pub date: RefCell<DateCache>,
+    pub registry: Rc<Registry>,
+    pub draining: Cell<bool>,
+}
+
+/// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
+/// Returns the number of connections cut by FORCE.
+async fn lifecycle<F: HandlerFactory>(
+    init: Init<F>,
+    life: &Lifecycle,
+    driver: Driver,
+) -> Result<usize, String> {
+    let handler = init
+        .factory
+        .make(init.index)
+        .map_err(|e| format!("cannot make the handler: {e}"))?;
+    life.enter(State::Prepared, Some(driver), None, 0);
+
+    match init.control.recv_async().await {
+        Ok(Control::Commit) => {}
+        Ok(other) => {
+            tracing::debug!(worker = init.index, ?other, "rolled back before commit");
+            return Ok(0);
+        }
+        Err(_) => {
+            tracing::warn!(
+                worker = init.index,
+                "supervisor gone before commit; exiting"
+            );
+            return Ok(0);
+        }
+    }
+
+    let mut listeners = Vec::with_capacity(init.sockets.len());
+    for s in init.sockets {
+        let l = crate::net::listen(s)
+            .and_then(monoio::net::TcpListener::from_std)
+            .map_err(|e| format!("cannot listen: {e}"))?;
+        listeners.push(l);
+    }
+    let ctx = Rc::new(Ctx {
+        handler,
+        settings: init.settings,
+        stats: init.stats,
+        date: RefCell::new(DateCache::default()),
+        registry: Rc::new(Registry::default()),
+        draining: Cell::new(false),
+    });
+    let canceller = Canceller::new();
+    let accepting = Rc::new(Cell::new(listeners.len()));
+    for l in listeners {
+        monoio::spawn(accept_loop(
+            l,
+            ctx.clone(),
+            canceller.handle(),
+            accepting.clone(),
+        ));
+    }
+    life.enter(State::Running, None, None, 0);
+
+    let mut canceller = Some(canceller);
+    let mut cut = 0;
+    let mut supervisor_gone = false;
+    let finished = || ctx.draining.get() && accepting.get() == 0 && ctx.registry.len() == 0;
+    loop {
+        let msg = if supervisor_gone {
+            ctx.registry.wait_for(finished).await;
+            None
+        } else {
+            monoio::select! {
+                m = init.control.recv_async() => Some(m),
+                _ = ctx.registry.wait_for(finished) => None,
+            }
+        };
+        let drain = match msg {
+            None => break,
+            Some(Ok(Control::Force)) => {
+                let n = ctx.registry.cut_all();
+                if n > 0 {
+                    tracing::warn!(
+                        worker = init.index,
+                        cut = n,
+                        "drain timeout: connections cut"
+                    );
+                }
+                cut += n;
+                false
+            }
+            Some(Ok(Control::Commit)) => false,
+            Some(Ok(Control::Drain)) | Some(Ok(Control::Abort)) => true,
+            Some(Err(_)) => {
+                tracing::warn!(worker = init.index, "supervisor gone; draining");
+                supervisor_gone = true;
+                true
+            }
+        };
+        if drain && !ctx.draining.replace(true) {
+            life.enter(State::Draining, None, None, 0);
+            if let Some(c) = canceller.take() {
+                c.cancel();
+            }
+            ctx.registry.close_idle();
+        }
+    }
+    Ok(cut)
+}
+
+async fn accept_loop<H: Handler>(
+    listener: monoio::net::TcpListener,
+    ctx: Rc<Ctx<H>>,
+    cancel: monoio::io::CancelHandle,
+    accepting: Rc<Cell<usize>>,
+) {
+    let max = ctx.settings.max_connections;
+    while !ctx.draining.get() {
+        if ctx.registry.len() >= max {
+            // At the cap, leave new connections queued in the kernel (as
+            // nginx does at worker_connections) until one closes.
+            monoio::select! {
+                _ = ctx.registry.wait_below(max) => {},
+                _ = monoio::time::sleep(Duration::from_millis(50)) => {},
+            }
+            continue;
+        }
+        match listener.cancelable_accept(cancel.clone()).await {
+            Ok((stream, _peer)) => {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY failed; closing");
+                    continue;
+                }
+                WorkerStats::add(&ctx.stats.connections_accepted, 1);
+                monoio::spawn(conn::serve(stream, ctx.clone()));
+            }
+            Err(e) if ctx.draining.get() => {
+                tracing::trace!(error = %e, "accept cancelled by drain");
+                break;
+            }
+            Err(e) => accept_error(e).await,
+        }
+    }
+    accepting.set(accepting.get() - 1);
+    ctx.registry.wake_closed();
+    drop(listener);
+}
+
+async fn accept_error(e: io::Error) {
+    match e.raw_os_error() {
+        // Out of descriptors: back off instead of spinning (nginx does the same).
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM) => {
+            tracing::warn!(error = %e, "accept failed; backing off");
+            monoio::time::sleep(Duration::from_millis(10)).await;
+        }
+        _ => tracing::debug!(error = %e, "accept failed"),
+    }
+}
