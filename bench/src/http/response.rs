@@ -49,7 +49,7 @@ pub(crate) struct Progress {
 
 /// Why a response could not be framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ParseError {
+pub enum ParseError {
     #[error("malformed response head: {0}")]
     Head(httparse::Error),
     #[error("response head or framing line longer than {limit} bytes")]
@@ -62,7 +62,7 @@ pub(crate) enum ParseError {
 
 impl ParseError {
     /// Whether the error is in body framing (after a valid head) rather than in the head.
-    pub(crate) fn in_body(self) -> bool {
+    pub fn in_body(self) -> bool {
         matches!(self, ParseError::Chunk)
     }
 }
@@ -124,11 +124,6 @@ impl Parser {
     /// Forgets any response in progress (used when a connection is replaced).
     pub(crate) fn reset(&mut self) {
         *self = Self::new();
-    }
-
-    /// Whether a response has started (head bytes consumed) but not completed.
-    pub(crate) fn in_response(&self) -> bool {
-        self.state != State::Head
     }
 
     /// Does one step over `input`. See the module docs for the calling loop.
@@ -331,9 +326,12 @@ fn last_token(value: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
 
+    /// (heads, body bytes, keep-alive of each completed response).
+    type Parsed = (Vec<Head>, Vec<u8>, Vec<bool>);
+
     /// Runs the parser over `input` fed in `piece`-byte reads, carrying unconsumed bytes like
-    /// the engine does. Returns (heads, body bytes, completed responses with keep-alive).
-    fn run(input: &[u8], piece: usize) -> Result<(Vec<Head>, Vec<u8>, Vec<bool>), ParseError> {
+    /// the engine does.
+    fn run(input: &[u8], piece: usize) -> Result<Parsed, ParseError> {
         let mut p = Parser::new();
         let mut heads = Vec::new();
         let mut body = Vec::new();
@@ -436,7 +434,6 @@ mod tests {
             p.advance(&[]).expect("done").step,
             Step::Done { keep_alive: false }
         );
-        assert!(!p.in_response());
     }
 
     #[test]

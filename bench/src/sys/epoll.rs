@@ -88,9 +88,8 @@ impl Epoll {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a fresh, valid fd that nothing else owns.
-        Ok(Self {
-            fd: unsafe { OwnedFd::from_raw_fd(raw) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(Self { fd })
     }
 
     pub(crate) fn add(&self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {

@@ -51,7 +51,7 @@ impl Timer {
             },
             it_value: libc::timespec {
                 tv_sec: libc::time_t::try_from(wait.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: libc::c_long::try_from(wait.subsec_nanos()).unwrap_or(0),
+                tv_nsec: libc::c_long::from(wait.subsec_nanos()),
             },
         };
         // SAFETY: `self.fd` is a live timerfd; `spec` is a valid itimerspec that outlives the

@@ -15,7 +15,9 @@ use std::net::{SocketAddr, TcpStream};
 
 use sha2::{Digest, Sha256};
 
-use crate::http::response::{Eof, Head, ParseError, Parser, Step};
+pub use crate::http::response::ParseError;
+
+use crate::http::response::{Eof, Head, Parser, Step};
 use crate::plan::{self, hex, Plan};
 
 /// What one URL answered.
