@@ -179,6 +179,12 @@ impl<'s, 'p> Worker<'s, 'p> {
                 self.index as f64 / threads,
             ));
         }
+        let mut now = zero;
+        if now >= self.window.start {
+            // No warm-up: the initial connects and requests are already timed.
+            self.counting = true;
+            self.cpu_start = rusage::thread_cpu().ok();
+        }
         for i in 0..self.slots.len() {
             if self.open_loop() && plan.churn {
                 self.mark_ready(i);
@@ -187,7 +193,6 @@ impl<'s, 'p> Worker<'s, 'p> {
             }
         }
         let mut next_sweep = zero + SWEEP_INTERVAL;
-        let mut now = zero;
         loop {
             if !self.counting && now >= self.window.start {
                 self.counting = true;
@@ -377,6 +382,12 @@ impl<'s, 'p> Worker<'s, 'p> {
 
     /// Closed loop: queues and writes the next batch of up to `pipeline` requests.
     fn refill(&mut self, i: usize, now: Instant) {
+        self.fill(i, now);
+        self.flush(i, now);
+    }
+
+    /// Closed loop: queues the next batch of up to `pipeline` requests without writing it.
+    fn fill(&mut self, i: usize, now: Instant) {
         let counted = now >= self.window.start;
         for _ in 0..self.shared.plan.pipeline.get() {
             if self.exhausted || (counted && !self.shared.claim()) {
@@ -386,22 +397,27 @@ impl<'s, 'p> Worker<'s, 'p> {
             let path = self.next_path();
             self.queue(i, path, now, now, counted);
         }
-        self.flush(i, now);
     }
 
     // ---- connection lifecycle -------------------------------------------------------------
 
     /// Opens a new connection for slot `i` and gives it work: the requests it still owes, or
-    /// (closed loop) a fresh batch.
+    /// (closed loop) a fresh batch. A closed-loop slot with nothing left to send (the
+    /// `--requests` budget is spent) stays idle instead of opening a connection it won't use.
     fn reopen(&mut self, i: usize, now: Instant) {
+        if !self.open_loop() && self.slots[i].in_flight.is_empty() {
+            self.fill(i, now);
+            if self.slots[i].in_flight.is_empty() {
+                return;
+            }
+        }
         self.connect(i, now);
         if matches!(self.slots[i].phase, Phase::Backoff { .. }) {
             return;
         }
-        if !self.slots[i].in_flight.is_empty() {
+        let slot = &self.slots[i];
+        if slot.out.is_empty() && !slot.in_flight.is_empty() {
             self.requeue(i, now);
-        } else if !self.open_loop() {
-            self.refill(i, now);
         }
         self.mark_ready(i);
     }
