@@ -71,8 +71,9 @@ fn request_budget_is_exact_and_matches_the_server() {
     assert_eq!(server.requests(), 500);
     assert!(report.duration_s < 5.0);
     assert!(report.latency_us.p50 > 0 && report.latency_us.max >= report.latency_us.p99);
-    // Each response: a head plus the 1000-byte body.
-    assert!(report.bytes > 500 * 1000);
+    // Exactly the counted responses' bytes: the test server's head plus the 1000-byte body.
+    let head = "HTTP/1.1 200 X\r\nContent-Length: 1000\r\n\r\n".len() as u64;
+    assert_eq!(report.bytes, 500 * (head + 1000));
     assert_eq!(report.connects, 4);
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Slot {
     pub(crate) in_flight: VecDeque<Pending>,
     /// Status of the response being read.
     pub(crate) status: u16,
+    /// Bytes (head, framing and body) of the response being read so far.
+    pub(crate) response_bytes: u64,
     /// What the socket is registered for now, to skip redundant epoll_ctl calls.
     pub(crate) interest: Interest,
     /// In the worker's open-loop `ready` stack.
@@ -73,6 +75,7 @@ impl Slot {
             parser: Parser::new(),
             in_flight: VecDeque::with_capacity(pipeline),
             status: 0,
+            response_bytes: 0,
             interest: Interest::Read,
             ready: false,
             dirty: false,
@@ -88,5 +91,6 @@ impl Slot {
         self.written = 0;
         self.carry.clear();
         self.parser.reset();
+        self.response_bytes = 0;
     }
 }

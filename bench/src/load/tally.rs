@@ -54,7 +54,8 @@ impl ErrorClass {
 pub(crate) struct Tally {
     /// Timed requests answered completely with the expected status.
     pub(crate) requests: u64,
-    /// Response bytes (head and body) read during the window.
+    /// Response bytes (heads, framing and bodies) of the requests counted in `requests`, so
+    /// that bytes/s and requests/s describe the same responses.
     pub(crate) bytes: u64,
     errors: [u64; ErrorClass::ALL.len()],
     /// Connections opened during the window.

@@ -609,9 +609,6 @@ impl<'s, 'p> Worker<'s, 'p> {
             match read {
                 Ok(0) => return self.on_eof(i, now),
                 Ok(n) => {
-                    if now >= self.window.start {
-                        self.tally.bytes += n as u64;
-                    }
                     if matches!(slot.phase, Phase::Closing { .. }) {
                         // Nothing may follow a `Connection: close` response; ignore it.
                         continue;
@@ -671,6 +668,7 @@ impl<'s, 'p> Worker<'s, 'p> {
                 }
             })?;
             pos += progress.consumed;
+            slot.response_bytes += progress.consumed as u64;
             match progress.step {
                 Step::NeedMore => break,
                 Step::Framing | Step::Body => {}
@@ -686,10 +684,12 @@ impl<'s, 'p> Worker<'s, 'p> {
                         return Err(ErrorClass::Read);
                     };
                     self.outstanding -= 1;
+                    let bytes = std::mem::take(&mut slot.response_bytes);
                     if pending.counted {
                         if slot.status == expected {
                             self.tally
                                 .record(now.saturating_duration_since(pending.origin));
+                            self.tally.bytes += bytes;
                         } else {
                             self.tally.error(ErrorClass::Status);
                         }

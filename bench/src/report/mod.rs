@@ -41,7 +41,7 @@ pub struct Report {
     pub duration_s: f64,
     /// Timed requests answered completely with the expected status.
     pub requests: u64,
-    /// Response bytes (heads and bodies) read in the window.
+    /// Response bytes (heads, framing and bodies) of the counted requests.
     pub bytes: u64,
     pub rps: f64,
     pub bytes_per_sec: f64,
