@@ -352,11 +352,7 @@ impl<F: HandlerFactory> Server<F> {
                 Ok(Event::Worker(r)) => {
                     sup.slots[r.worker].state = r.state;
                     match r.state {
-                        State::Prepared => {
-                            if driver.is_none() {
-                                *driver = r.driver;
-                            }
-                        }
+                        State::Prepared if driver.is_none() => *driver = r.driver,
                         State::Aborted => {
                             return Err(Error::WorkerFailed {
                                 worker: r.worker,

@@ -117,7 +117,7 @@ fn raw_openat(dir: BorrowedFd<'_>, name: &str, flags: libc::c_int) -> io::Result
 
 fn walk_nofollow(dir: BorrowedFd<'_>, relative: &str, target: Target) -> io::Result<OwnedFd> {
     let parts: Vec<&str> = relative.split('/').collect();
-    if parts.iter().any(|p| *p == "..") {
+    if parts.contains(&"..") {
         return Err(io::Error::from_raw_os_error(libc::EXDEV));
     }
     let mut current: Option<OwnedFd> = None;

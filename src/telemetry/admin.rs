@@ -125,7 +125,13 @@ fn answer(mut conn: TcpStream, phase: &PhaseCell, stats: &[Arc<WorkerStats>]) ->
 pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let counters: [(&str, &str, &str, fn(&WorkerStats) -> u64); 3] = [
+    type Series = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&WorkerStats) -> u64,
+    );
+    let counters: [Series; 3] = [
         (
             "servery_connections_accepted_total",
             "counter",

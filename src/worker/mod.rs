@@ -199,7 +199,9 @@ pub(crate) fn run<F: HandlerFactory>(init: Init<F>) {
 /// runs task work only when we wait for completions, and SINGLE_ISSUER (6.0)
 /// lets the kernel skip locking: both hold for a thread-per-core runtime.
 /// COOP_TASKRUN (5.19) at least avoids the interrupt. Older kernels get none.
-const URING_SETUPS: [(&str, fn(&mut io_uring::Builder)); 3] = [
+type UringSetup = (&'static str, fn(&mut io_uring::Builder));
+
+const URING_SETUPS: [UringSetup; 3] = [
     ("defer_taskrun", |b| {
         b.setup_single_issuer().setup_defer_taskrun();
     }),
