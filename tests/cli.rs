@@ -1,0 +1,406 @@
+//! The command line: `check-config` output and refusals (exit 2, naming the
+//! field), config files merged under flags, and `serve`'s start-up outcomes
+//! (ready line, exit 2 before binding, exit 1 on a busy port, exit 0 on
+//! SIGTERM). Not per driver: nothing here depends on the I/O driver.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use common::{servery, Signal, TestServer};
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `check-config` with `args`, expecting success; the printed TOML, parsed.
+fn effective(args: &[&str]) -> toml::Table {
+    let mut all = vec!["check-config"];
+    all.extend_from_slice(args);
+    let out = servery(&all);
+    assert!(
+        out.status.success(),
+        "check-config {args:?}: {:?}\n{}",
+        out.status,
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    text.parse()
+        .unwrap_or_else(|e| panic!("check-config printed invalid TOML ({e}):\n{text}"))
+}
+
+/// `check-config` with `args`, expecting exit 2; its stderr.
+fn refused(args: &[&str]) -> String {
+    let mut all = vec!["check-config"];
+    all.extend_from_slice(args);
+    let out = servery(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "check-config {args:?} should exit 2; stdout:\n{}\nstderr:\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).is_empty(),
+        "a refused config prints nothing on stdout"
+    );
+    stderr(&out)
+}
+
+fn dir_arg(dir: &Path) -> String {
+    dir.to_str().expect("UTF-8 temp path").to_owned()
+}
+
+/// The lowest CPU this process may run on.
+fn first_allowed_cpu() -> usize {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
+    (0..nix::sched::CpuSet::count())
+        .find(|&c| set.is_set(c).unwrap_or(false))
+        .expect("an allowed CPU")
+}
+
+/// A port that was free a moment ago.
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a probe listener")
+}
+
+#[test]
+fn check_config_prints_effective_defaults() {
+    let root = tempfile::tempdir().unwrap();
+    let c = effective(&[&dir_arg(root.path())]);
+    let int = |k: &str| c[k].as_integer().unwrap_or_else(|| panic!("{k}: {c:?}"));
+    let float = |k: &str| c[k].as_float().unwrap_or_else(|| panic!("{k}: {c:?}"));
+    assert_eq!(c["root"].as_str(), Some(dir_arg(root.path()).as_str()));
+    assert_eq!(
+        c["bind"].as_array().map(|a| a.len()),
+        Some(1),
+        "{:?}",
+        c["bind"]
+    );
+    assert_eq!(c["bind"][0].as_str(), Some("127.0.0.1:8080"));
+    assert_eq!(int("workers"), 1);
+    assert_eq!(c["no_pin"].as_bool(), Some(false));
+    assert_eq!(
+        c["cpus"].as_str(),
+        Some(first_allowed_cpu().to_string().as_str())
+    );
+    assert_eq!(c["listener"].as_str(), Some("reuseport"));
+    assert_eq!(c["driver"].as_str(), Some("auto"));
+    assert_eq!(float("startup_timeout"), 10.0);
+    assert_eq!(float("drain_timeout"), 30.0);
+    assert_eq!(float("force_timeout"), 35.0);
+    assert_eq!(float("header_timeout"), 20.0);
+    assert_eq!(float("keepalive_timeout"), 75.0);
+    assert_eq!(int("max_connections"), 16384);
+    assert_eq!(int("max_head_bytes"), 16384);
+    assert_eq!(int("max_headers"), 100);
+    assert!(!c.contains_key("admin"), "no admin by default: {c:?}");
+}
+
+#[test]
+fn check_config_output_is_a_valid_config_file() {
+    let root = tempfile::tempdir().unwrap();
+    let first = servery(&[
+        "check-config",
+        &dir_arg(root.path()),
+        "--workers",
+        "3",
+        "--no-pin",
+        "--admin",
+        "127.0.0.1:9999",
+        "--drain-timeout",
+        "2.5",
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let file = root.path().join("effective.toml");
+    std::fs::write(&file, &first.stdout).unwrap();
+    let again = servery(&["check-config", "--config", &dir_arg(&file)]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(stdout(&again), stdout(&first));
+}
+
+#[test]
+fn cpu_outside_the_cpu_set_exits_2() {
+    let root = tempfile::tempdir().unwrap();
+    let cpus = format!("{},999", first_allowed_cpu());
+    let err = refused(&[&dir_arg(root.path()), "--cpus", &cpus]);
+    assert!(
+        err.contains("cpu 999 is not in this process's CPU set"),
+        "{err}"
+    );
+    assert!(err.starts_with("servery: --cpus:"), "{err}");
+}
+
+#[test]
+fn zero_workers_exits_2_naming_the_flag() {
+    let root = tempfile::tempdir().unwrap();
+    let err = refused(&[&dir_arg(root.path()), "--workers", "0"]);
+    assert!(err.starts_with("servery: --workers:"), "{err}");
+}
+
+#[test]
+fn bad_bind_exits_2() {
+    let root = tempfile::tempdir().unwrap();
+    for bind in ["nope", "127.0.0.1", "127.0.0.1:99999", "localhost:80"] {
+        let err = refused(&[&dir_arg(root.path()), "--bind", bind]);
+        assert!(err.starts_with("servery: --bind:"), "{bind}: {err}");
+    }
+    let err = refused(&[
+        &dir_arg(root.path()),
+        "--bind",
+        "127.0.0.1:1",
+        "--bind",
+        "127.0.0.1:1",
+    ]);
+    assert!(err.contains("given twice"), "{err}");
+}
+
+#[test]
+fn force_timeout_not_above_drain_timeout_exits_2() {
+    let root = tempfile::tempdir().unwrap();
+    let err = refused(&[
+        &dir_arg(root.path()),
+        "--force-timeout",
+        "1",
+        "--drain-timeout",
+        "2",
+    ]);
+    assert!(err.starts_with("servery: --force-timeout:"), "{err}");
+    let err = refused(&[
+        &dir_arg(root.path()),
+        "--force-timeout",
+        "2",
+        "--drain-timeout",
+        "2",
+    ]);
+    assert!(err.starts_with("servery: --force-timeout:"), "{err}");
+}
+
+#[test]
+fn bad_values_exit_2_naming_their_field() {
+    let root = tempfile::tempdir().unwrap();
+    let root = dir_arg(root.path());
+    for (args, field) in [
+        (&["--driver", "kqueue"][..], "--driver"),
+        (&["--listener", "both"], "--listener"),
+        (&["--workers", "lots"], "--workers"),
+        (&["--workers", "100000", "--no-pin"], "--workers"),
+        (&["--header-timeout=-1"], "--header-timeout"),
+        (&["--keepalive-timeout", "0"], "--keepalive-timeout"),
+        (&["--drain-timeout", "nan"], "--drain-timeout"),
+        (&["--max-head-bytes", "10"], "--max-head-bytes"),
+        (&["--max-headers", "0"], "--max-headers"),
+        (&["--max-headers", "100000"], "--max-headers"),
+        (&["--max-connections", "0"], "--max-connections"),
+        (&["--admin", "nope"], "--admin"),
+        (&["--no-pin", "--cpus", "0"], "--cpus"),
+    ] {
+        let mut all = vec![root.as_str()];
+        all.extend_from_slice(args);
+        let err = refused(&all);
+        assert!(
+            err.starts_with(&format!("servery: {field}:")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn unknown_key_in_config_file_exits_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("servery.toml");
+    std::fs::write(&file, "workers = 1\nbogus_key = true\n").unwrap();
+    let err = refused(&[&dir_arg(dir.path()), "--config", &dir_arg(&file)]);
+    assert!(err.contains(&dir_arg(&file)), "{err}");
+    assert!(err.contains("bogus_key"), "{err}");
+    // Flag spellings are not file keys.
+    std::fs::write(&file, "drain-timeout = 1\n").unwrap();
+    let err = refused(&[&dir_arg(dir.path()), "--config", &dir_arg(&file)]);
+    assert!(err.contains(&dir_arg(&file)), "{err}");
+}
+
+#[test]
+fn unreadable_or_invalid_config_file_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let err = refused(&[&dir_arg(dir.path()), "--config", &dir_arg(&missing)]);
+    assert!(err.contains(&dir_arg(&missing)), "{err}");
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "workers = [\n").unwrap();
+    let err = refused(&[&dir_arg(dir.path()), "--config", &dir_arg(&broken)]);
+    assert!(err.contains(&dir_arg(&broken)), "{err}");
+}
+
+#[test]
+fn config_file_values_are_used_and_flags_override_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("servery.toml");
+    std::fs::write(
+        &file,
+        "workers = 3\nno_pin = true\ndrain_timeout = 4.0\nkeepalive_timeout = 9.0\n\
+         max_headers = 50\nbind = [\"127.0.0.1:7001\"]\n",
+    )
+    .unwrap();
+    let c = effective(&[
+        &dir_arg(dir.path()),
+        "--config",
+        &dir_arg(&file),
+        "--drain-timeout",
+        "5",
+        "--max-headers",
+        "60",
+    ]);
+    // From the file.
+    assert_eq!(c["workers"].as_integer(), Some(3));
+    assert_eq!(c["no_pin"].as_bool(), Some(true));
+    assert_eq!(c["keepalive_timeout"].as_float(), Some(9.0));
+    assert_eq!(c["bind"][0].as_str(), Some("127.0.0.1:7001"));
+    // Flags win.
+    assert_eq!(c["drain_timeout"].as_float(), Some(5.0));
+    assert_eq!(c["max_headers"].as_integer(), Some(60));
+    // Untouched by either: the default.
+    assert_eq!(c["header_timeout"].as_float(), Some(20.0));
+}
+
+#[test]
+fn config_file_root_is_used_without_a_root_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir(&site).unwrap();
+    let file = dir.path().join("servery.toml");
+    std::fs::write(
+        &file,
+        format!("root = {:?}\nno_pin = true\n", dir_arg(&site)),
+    )
+    .unwrap();
+    let c = effective(&["--config", &dir_arg(&file)]);
+    assert_eq!(c["root"].as_str(), Some(dir_arg(&site).as_str()));
+    // A root argument overrides it.
+    let c = effective(&[&dir_arg(dir.path()), "--config", &dir_arg(&file)]);
+    assert_eq!(c["root"].as_str(), Some(dir_arg(dir.path()).as_str()));
+}
+
+#[test]
+fn serve_on_a_nonexistent_root_exits_2_and_listens_nowhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    let addr = free_addr();
+    let failure = match TestServer::builder()
+        .root(&missing)
+        .bind(addr.to_string())
+        .try_start()
+    {
+        Ok(s) => panic!("served a missing root: {}", s.ready_line()),
+        Err(f) => f,
+    };
+    assert_eq!(
+        failure.status.and_then(|s| s.code()),
+        Some(2),
+        "{failure:?}"
+    );
+    assert!(failure.stderr.starts_with("servery: root:"), "{failure:?}");
+    assert!(
+        failure.stderr.contains("no-such-dir"),
+        "names the path: {failure:?}"
+    );
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "something listens on {addr} after a refused start"
+    );
+    // A file is not a root either.
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, "x").unwrap();
+    let failure = match TestServer::builder().root(&file).try_start() {
+        Ok(s) => panic!("served a file as root: {}", s.ready_line()),
+        Err(f) => f,
+    };
+    assert_eq!(failure.status.and_then(|s| s.code()), Some(2));
+    assert!(failure.stderr.contains("not a directory"), "{failure:?}");
+}
+
+#[test]
+fn serve_on_a_port_in_use_exits_1_naming_the_address() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let failure = match TestServer::builder().bind(addr.to_string()).try_start() {
+        Ok(s) => panic!("started on a busy port: {}", s.ready_line()),
+        Err(f) => f,
+    };
+    assert_eq!(
+        failure.status.and_then(|s| s.code()),
+        Some(1),
+        "{failure:?}"
+    );
+    assert!(
+        failure.stderr.contains(&addr.to_string()),
+        "stderr does not name {addr}: {}",
+        failure.stderr
+    );
+    assert!(failure.stdout.is_empty(), "{failure:?}");
+    drop(taken);
+}
+
+#[test]
+fn ready_line_reports_workers_driver_and_admin() {
+    let server = TestServer::start(&[
+        "--workers",
+        "2",
+        "--driver",
+        "epoll",
+        "--admin",
+        "127.0.0.1:0",
+    ]);
+    let line = server.ready_line();
+    let addr = server.addr();
+    assert_ne!(addr.port(), 0);
+    assert_eq!(
+        line,
+        format!(
+            "servery: ready on http://{addr} — 2 workers, epoll, reuseport, unpinned, admin http://{}",
+            server.admin()
+        )
+    );
+    assert_eq!(server.admin_get("/readyz").status, 200);
+}
+
+#[test]
+fn ready_line_reports_pinned_cpus() {
+    let cpu = first_allowed_cpu().to_string();
+    let server = TestServer::builder()
+        .pinned()
+        .args(&["--cpus", &cpu, "--driver", "epoll"])
+        .start();
+    assert!(
+        server
+            .ready_line()
+            .ends_with(&format!("1 workers, epoll, reuseport, cpus {cpu}")),
+        "{}",
+        server.ready_line()
+    );
+    assert_eq!(server.get("/").status, 404);
+}
+
+#[test]
+fn serve_exits_0_on_sigterm() {
+    let mut server = TestServer::start(&["--drain-timeout", "5"]);
+    assert_eq!(server.get("/missing").status, 404);
+    server.signal(Signal::SIGTERM);
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("still running 10 s after SIGTERM");
+    assert!(status.success(), "{status:?}\n{}", server.stderr());
+    assert!(
+        TcpStream::connect_timeout(&server.addr(), Duration::from_secs(1)).is_err(),
+        "still accepting after exit"
+    );
+}
