@@ -351,3 +351,123 @@ driver_tests! {
     connection_held_past_drain_timeout_is_cut,
     second_sigint_exits_at_once,
 }
+
+#[test]
+fn shared_listener_serves_from_both_workers() {
+    let root = docroot(0);
+    let server = TestServer::builder()
+        .root(root.path())
+        .args(&[
+            "--workers",
+            "2",
+            "--listener",
+            "shared",
+            "--admin",
+            "127.0.0.1:0",
+        ])
+        .start();
+    assert!(
+        server.ready_line().contains("shared"),
+        "{}",
+        server.ready_line()
+    );
+    for _ in 0..50 {
+        assert_eq!(server.get("/small.txt").status, 200);
+    }
+    let metrics = server.admin_get("/metrics").body_text();
+    let total: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("servery_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(total, 50, "{metrics}");
+}
+
+#[test]
+fn readyz_turns_503_while_draining() {
+    let root = docroot(BIG);
+    let mut server = serve(
+        &root,
+        "uring",
+        &["--admin", "127.0.0.1:0", "--drain-timeout", "20"],
+    );
+    assert_eq!(server.admin_get("/readyz").status, 200);
+    let (_s, _) = slow_download(&server, "");
+    server.signal(Signal::SIGTERM);
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut status = 200;
+    while Instant::now() < until && status == 200 {
+        status = server.admin_get("/readyz").status;
+    }
+    assert_eq!(status, 503);
+    assert_eq!(server.admin_get("/healthz").status, 200);
+    drop(_s);
+    assert_eq!(
+        server.wait_exit(Duration::from_secs(10)).unwrap().code(),
+        Some(0)
+    );
+}
+
+/// systemd socket activation: a listening socket passed as fd 3 with
+/// LISTEN_FDS=1 and LISTEN_PID set to the server's pid is used, shared.
+#[test]
+#[allow(unsafe_code)]
+fn inherits_a_systemd_socket() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let root = docroot(0);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fd = listener.as_raw_fd();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "LISTEN_PID=$$ LISTEN_FDS=1 exec {BIN} serve {} --no-pin --workers 2",
+            root.path().display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only dup2/fcntl run, which are
+    // async-signal-safe; `fd` stays open in the parent for the call.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself keeps FD_CLOEXEC: clear it instead.
+            let rc = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(listener);
+    let mut line = String::new();
+    {
+        use std::io::BufRead;
+        let mut out = std::io::BufReader::new(child.stdout.as_mut().unwrap());
+        out.read_line(&mut line).unwrap();
+    }
+    if line.is_empty() {
+        let _ = child.wait();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        panic!("no ready line; stderr: {err}");
+    }
+    assert!(line.contains(&format!("http://{addr}")), "{line}");
+    assert!(line.contains("systemd"), "{line}");
+    assert_eq!(
+        try_get(addr, "/small.txt").as_deref(),
+        Some("HTTP/1.1 200 OK")
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
