@@ -81,10 +81,10 @@ pub struct LoadArgs {
     pub request: RequestArgs,
     /// Connections in total, split evenly over threads.
     #[arg(short, long, default_value_t = plan::DEFAULT_CONNECTIONS, value_name = "N")]
-    pub connections: usize,
+    pub connections: NonZeroUsize,
     /// Worker threads, each an event loop over its connections.
     #[arg(short, long, default_value_t = plan::DEFAULT_THREADS, value_name = "N")]
-    pub threads: usize,
+    pub threads: NonZeroUsize,
     /// CPUs to pin worker threads to, round-robin: '1', '2-3,8'.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<CpuSet>,
@@ -145,12 +145,8 @@ impl LoadArgs {
     /// The checked plan these flags describe.
     pub fn plan(&self) -> Result<Plan, plan::Error> {
         let mut plan = self.request.plan()?;
-        plan.connections =
-            NonZeroUsize::new(self.connections).ok_or(plan::Error::ThreadsExceedConnections {
-                threads: self.threads,
-                connections: 0,
-            })?;
-        plan.threads = NonZeroUsize::new(self.threads).unwrap_or(NonZeroUsize::MIN);
+        plan.connections = self.connections;
+        plan.threads = self.threads;
         plan.cpus = self.cpus.clone();
         if let Some(duration) = self.duration {
             plan.duration = duration;
@@ -290,6 +286,25 @@ mod tests {
     }
 
     #[test]
+    fn help_states_the_real_defaults() {
+        use clap::CommandFactory as _;
+        let help = Cli::command().render_long_help().to_string();
+        for (flag, default) in [
+            ("--timeout", plan::DEFAULT_TIMEOUT),
+            ("--duration", plan::DEFAULT_DURATION),
+            ("--warmup", plan::DEFAULT_WARMUP),
+        ] {
+            let line = help
+                .lines()
+                .skip_while(|l| !l.contains(flag))
+                .take_while(|l| !l.trim().is_empty())
+                .collect::<String>();
+            let text = format!("[default: {}s]", default.as_secs());
+            assert!(line.contains(&text), "{flag} help lacks {text}: {line}");
+        }
+    }
+
+    #[test]
     fn rate_selects_open_loop() {
         let cli = parse(&["-R", "1000", "http://127.0.0.1:9/"]).expect("parse");
         assert_eq!(
@@ -314,6 +329,8 @@ mod tests {
     fn rejects_missing_urls_and_bad_values() {
         assert!(parse(&[]).is_err());
         assert!(parse(&["-d", "soon", "http://127.0.0.1:9/"]).is_err());
+        assert!(parse(&["-t", "0", "http://127.0.0.1:9/"]).is_err());
+        assert!(parse(&["-c", "0", "http://127.0.0.1:9/"]).is_err());
         assert!(parse(&["--cpus", "3-1", "http://127.0.0.1:9/"]).is_err());
         let cli = parse(&["--churn", "-p", "2", "http://127.0.0.1:9/"]).expect("parse");
         assert!(cli.load.plan().is_err());

@@ -7,11 +7,11 @@
 //! Flow:
 //! 1. [`run`] checks the plan, serializes each path's request once, and spawns one worker per
 //!    thread with its share of the connections.
-//! 2. Each worker pins itself, builds its epoll set and buffers, then waits at the [`gate`]
+//! 2. Each worker pins itself, builds its epoll set and buffers, then waits at the `gate`
 //!    until all are ready; the gate hands every worker the same time zero, so warm-up and the
 //!    timed window line up across threads.
 //! 3. Workers run closed or open loop until the window ends or the `--requests` budget is
-//!    spent and answered (see [`worker`]).
+//!    spent and answered (see `worker`).
 //! 4. Tallies are merged and turned into a [`Report`].
 
 mod gate;

@@ -21,9 +21,9 @@ pub use cpus::CpuSet;
 pub use target::Target;
 
 /// wrk's default, so a run with no flags is comparable to a plain `wrk URL`.
-pub const DEFAULT_CONNECTIONS: usize = 10;
+pub const DEFAULT_CONNECTIONS: NonZeroUsize = nonzero(10);
 /// One thread: the point of this tool is to measure the server, not to out-thread it.
-pub const DEFAULT_THREADS: usize = 1;
+pub const DEFAULT_THREADS: NonZeroUsize = nonzero(1);
 /// Long enough for a stable p99 at loopback rates, short enough for a benchmark matrix.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Lets connection setup, the server's caches and the client's page faults settle before the
@@ -135,8 +135,8 @@ impl Plan {
     pub fn new<S: AsRef<str>>(urls: &[S]) -> Result<Plan, Error> {
         Ok(Plan {
             target: Target::parse(urls)?,
-            connections: nonzero(DEFAULT_CONNECTIONS),
-            threads: nonzero(DEFAULT_THREADS),
+            connections: DEFAULT_CONNECTIONS,
+            threads: DEFAULT_THREADS,
             cpus: None,
             duration: DEFAULT_DURATION,
             warmup: DEFAULT_WARMUP,
@@ -248,8 +248,11 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn nonzero(n: usize) -> NonZeroUsize {
-    NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN)
+const fn nonzero(n: usize) -> NonZeroUsize {
+    match NonZeroUsize::new(n) {
+        Some(n) => n,
+        None => NonZeroUsize::MIN,
+    }
 }
 
 #[cfg(test)]
@@ -260,7 +263,7 @@ mod tests {
     fn defaults_pass_check() {
         let plan = Plan::new(&["http://127.0.0.1:8080/"]).expect("plan");
         plan.check().expect("valid");
-        assert_eq!(plan.connections.get(), DEFAULT_CONNECTIONS);
+        assert_eq!(plan.connections, DEFAULT_CONNECTIONS);
     }
 
     #[test]

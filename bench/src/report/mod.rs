@@ -6,7 +6,7 @@
 //! Does not own: measuring (`load`) or where the output goes (`cli`).
 //!
 //! Flow:
-//! 1. `load::run` merges worker tallies and calls [`Report::new`] with the measured window.
+//! 1. `load::run` merges worker tallies and calls `Report::new` with the measured window.
 //! 2. The CLI prints [`Report::summary`] and writes [`Report::to_json`] where `--json` says.
 
 use std::fmt::Write as _;

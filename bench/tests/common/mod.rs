@@ -22,6 +22,8 @@ pub enum Behavior {
     Status(u16),
     /// 200 with `Connection: close`, then close.
     CloseEach(Vec<u8>),
+    /// HTTP/1.0 200 without Content-Length: the body ends when the server closes.
+    CloseDelimited(Vec<u8>),
     /// Promise 100 bytes, send 10, close.
     CloseMidBody,
     /// Read requests and never answer.
@@ -146,6 +148,11 @@ fn serve(mut stream: TcpStream, behavior: &Behavior, seen: &Seen) {
                 }
                 Behavior::CloseEach(body) => {
                     respond(&mut out, 200, body, true);
+                    close = true;
+                }
+                Behavior::CloseDelimited(body) => {
+                    out.extend_from_slice(b"HTTP/1.0 200 OK\r\n\r\n");
+                    out.extend_from_slice(body);
                     close = true;
                 }
                 Behavior::CloseMidBody => {
