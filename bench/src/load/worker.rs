@@ -194,6 +194,8 @@ impl<'s, 'p> Worker<'s, 'p> {
         }
         let mut next_sweep = zero + SWEEP_INTERVAL;
         loop {
+            // Fresh each turn: handling the last batch of events took time.
+            now = Instant::now();
             if !self.counting && now >= self.window.start {
                 self.counting = true;
                 self.cpu_start = rusage::thread_cpu().ok();
