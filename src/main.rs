@@ -8,7 +8,8 @@ fn main() -> ExitCode {
     servery::telemetry::init_logging("warn");
     let result = cli::run(Cli::parse(), |config| {
         let root = config.root.clone();
-        move |_worker: usize| Files::open(&root)
+        let files = config.files.clone();
+        move |_worker: usize| Files::open(&root, files.clone())
     });
     result.unwrap_or_else(|e| cli::report(&e))
 }

@@ -153,6 +153,49 @@ pub struct RawConfig {
     /// Address of the admin listener (/healthz, /readyz, /metrics).
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<String>,
+    /// Symlinks: `inside` (links that stay under the root), `never`, `follow`.
+    #[arg(long, value_name = "inside|never|follow")]
+    pub symlinks: Option<String>,
+    /// Dotfiles (`/.git/config`): `deny` (404) or `allow`.
+    #[arg(long, value_name = "deny|allow")]
+    pub dotfiles: Option<String>,
+    /// Index file names tried for a directory, in order; repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub index: Option<Vec<String>>,
+    /// List directories without an index file.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(default)]
+    pub autoindex: bool,
+    /// `Cache-Control` value sent with every file response.
+    #[arg(long, value_name = "VALUE")]
+    pub cache_control: Option<String>,
+    /// Per-path header rules (config file only): `[[headers]] match = "/assets/**"`
+    /// `set = { "Cache-Control" = "..." }`.
+    #[arg(skip)]
+    pub headers: Option<Vec<HeaderRuleRaw>>,
+    /// Seconds before a cached file is checked against the disk again.
+    #[arg(long, value_name = "SECONDS")]
+    pub file_cache_ttl: Option<f64>,
+    /// Open files cached per worker.
+    #[arg(long, value_name = "N")]
+    pub file_cache_entries: Option<u64>,
+    /// Files up to this many bytes are kept in memory.
+    #[arg(long, value_name = "BYTES")]
+    pub small_file_max: Option<u64>,
+    /// Memory for small files, per worker.
+    #[arg(long, value_name = "BYTES")]
+    pub memory_cache_bytes: Option<u64>,
+}
+
+/// One `[[headers]]` table of the config file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderRuleRaw {
+    /// A path glob: `*` within a segment, `**` across segments, `?` one byte.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// Header fields to set on matching responses.
+    pub set: std::collections::BTreeMap<String, String>,
 }
 
 macro_rules! merge_fields {
@@ -178,8 +221,11 @@ impl RawConfig {
     pub fn merge(mut self, over: RawConfig) -> RawConfig {
         merge_fields!(self, over; root, bind, workers, cpus, listener, driver,
             startup_timeout, drain_timeout, force_timeout, max_connections,
-            header_timeout, keepalive_timeout, max_head_bytes, max_headers, admin);
+            header_timeout, keepalive_timeout, max_head_bytes, max_headers, admin,
+            symlinks, dotfiles, index, cache_control, headers, file_cache_ttl,
+            file_cache_entries, small_file_max, memory_cache_bytes);
         self.no_pin |= over.no_pin;
+        self.autoindex |= over.autoindex;
         self
     }
 
@@ -417,7 +463,10 @@ impl RawConfig {
             }
         };
 
+        let files = self.validate_files()?;
+
         Ok(Config {
+            files,
             root,
             binds,
             workers: NonZeroUsize::new(workers).unwrap_or(NonZeroUsize::MIN),
@@ -439,6 +488,194 @@ impl RawConfig {
         })
     }
 }
+
+impl RawConfig {
+    fn validate_files(&self) -> Result<FilesConfig, Error> {
+        let symlinks = match self.symlinks.as_deref().unwrap_or("inside") {
+            "inside" => Symlinks::Inside,
+            "never" => Symlinks::Never,
+            "follow" => Symlinks::Follow,
+            other => {
+                return Err(invalid(
+                    "--symlinks",
+                    format!("{other:?} is not a policy; use inside, never or follow"),
+                ))
+            }
+        };
+        let dotfiles = match self.dotfiles.as_deref().unwrap_or("deny") {
+            "deny" => false,
+            "allow" => true,
+            other => {
+                return Err(invalid(
+                    "--dotfiles",
+                    format!("{other:?} is not a policy; use deny or allow"),
+                ))
+            }
+        };
+        let index = self
+            .index
+            .clone()
+            .unwrap_or_else(|| vec![DEFAULT_INDEX.to_owned()]);
+        for name in &index {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(invalid(
+                    "--index",
+                    format!("{name:?} is not a file name; give a name like index.html"),
+                ));
+            }
+        }
+        let mut rules = Vec::new();
+        if let Some(v) = &self.cache_control {
+            check_field_value("--cache-control", v)?;
+        }
+        for rule in self.headers.iter().flatten() {
+            if !rule.pattern.starts_with('/') {
+                return Err(invalid(
+                    "headers.match",
+                    format!("{:?} must start with / (e.g. \"/assets/**\")", rule.pattern),
+                ));
+            }
+            let mut set = Vec::new();
+            for (name, value) in &rule.set {
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return Err(invalid(
+                        "headers.set",
+                        format!("{name:?} is not a header name"),
+                    ));
+                }
+                let lower = name.to_ascii_lowercase();
+                if RESERVED_FIELDS.contains(&lower.as_str()) {
+                    return Err(invalid(
+                        "headers.set",
+                        format!("{name} is set by the server itself and cannot be overridden"),
+                    ));
+                }
+                check_field_value("headers.set", value)?;
+                set.push((name.clone(), value.clone()));
+            }
+            rules.push(HeaderRule {
+                pattern: rule.pattern.clone(),
+                set,
+            });
+        }
+        let ttl = self.file_cache_ttl.unwrap_or(DEFAULT_FILE_CACHE_TTL_S);
+        if !(ttl.is_finite() && (0.0..=3600.0).contains(&ttl)) {
+            return Err(invalid(
+                "--file-cache-ttl",
+                format!("{ttl} is not in [0, 3600] seconds"),
+            ));
+        }
+        let small_file_max = self.small_file_max.unwrap_or(DEFAULT_SMALL_FILE_MAX_BYTES);
+        if small_file_max > 16 * 1024 * 1024 {
+            return Err(invalid(
+                "--small-file-max",
+                format!("{small_file_max} is above 16 MiB; larger files are sent zero-copy"),
+            ));
+        }
+        Ok(FilesConfig {
+            symlinks,
+            dotfiles,
+            index,
+            autoindex: self.autoindex,
+            cache_control: self.cache_control.clone(),
+            rules,
+            file_cache_ttl: Duration::from_secs_f64(ttl),
+            file_cache_entries: positive(
+                "--file-cache-entries",
+                self.file_cache_entries,
+                DEFAULT_FILE_CACHE_ENTRIES,
+            )?,
+            small_file_max,
+            memory_cache_bytes: self
+                .memory_cache_bytes
+                .map_or(DEFAULT_MEMORY_CACHE_BYTES, |v| v as usize),
+        })
+    }
+}
+
+/// Fields the server computes; a rule that set them would corrupt framing or
+/// validators.
+const RESERVED_FIELDS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "content-range",
+    "content-encoding",
+    "etag",
+    "last-modified",
+    "date",
+];
+
+fn check_field_value(field: &'static str, v: &str) -> Result<(), Error> {
+    if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(invalid(
+            field,
+            format!("{v:?} contains a line break or NUL"),
+        ));
+    }
+    Ok(())
+}
+
+/// How the file handler treats symbolic links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Links whose resolution stays under the root are followed (openat2
+    /// RESOLVE_BENEATH); escaping ones are refused.
+    Inside,
+    /// No link is followed (RESOLVE_NO_SYMLINKS).
+    Never,
+    /// Links are followed anywhere (the request path itself still cannot
+    /// climb above the root).
+    Follow,
+}
+
+impl Symlinks {
+    pub fn name(self) -> &'static str {
+        match self {
+            Symlinks::Inside => "inside",
+            Symlinks::Never => "never",
+            Symlinks::Follow => "follow",
+        }
+    }
+}
+
+/// A validated `[[headers]]` rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderRule {
+    pub pattern: String,
+    pub set: Vec<(String, String)>,
+}
+
+/// Settings of the static file handler.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    pub symlinks: Symlinks,
+    /// Serve paths with a segment starting with `.`.
+    pub dotfiles: bool,
+    pub index: Vec<String>,
+    pub autoindex: bool,
+    pub cache_control: Option<String>,
+    pub rules: Vec<HeaderRule>,
+    pub file_cache_ttl: Duration,
+    pub file_cache_entries: NonZeroUsize,
+    pub small_file_max: u64,
+    pub memory_cache_bytes: usize,
+}
+
+/// nginx's default index name.
+pub const DEFAULT_INDEX: &str = "index.html";
+/// A replaced file is served new within this many seconds.
+pub const DEFAULT_FILE_CACHE_TTL_S: f64 = 1.0;
+/// Open-file cache entries per worker (nginx examples use 1000–10000).
+pub const DEFAULT_FILE_CACHE_ENTRIES: usize = 4096;
+/// Files up to 64 KiB are answered from memory with one write.
+pub const DEFAULT_SMALL_FILE_MAX_BYTES: u64 = 64 * 1024;
+/// Memory for small files per worker: about a thousand 64 KiB files.
+pub const DEFAULT_MEMORY_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
 fn positive(field: &'static str, v: Option<u64>, default: usize) -> Result<NonZeroUsize, Error> {
     let v = v.map_or(default, |v| v as usize);
@@ -489,6 +726,8 @@ impl DriverChoice {
 pub struct Config {
     /// Directory served by the file handler.
     pub root: PathBuf,
+    /// The file handler's settings.
+    pub files: FilesConfig,
     /// Listen addresses (every worker accepts on each).
     pub binds: Vec<SocketAddr>,
     pub workers: NonZeroUsize,
@@ -528,6 +767,16 @@ struct Effective {
     max_head_bytes: usize,
     max_headers: usize,
     admin: Option<String>,
+    symlinks: &'static str,
+    dotfiles: &'static str,
+    index: Vec<String>,
+    autoindex: bool,
+    cache_control: Option<String>,
+    file_cache_ttl: f64,
+    file_cache_entries: usize,
+    small_file_max: u64,
+    memory_cache_bytes: usize,
+    headers: Vec<HeaderRuleRaw>,
 }
 
 impl Config {
@@ -550,6 +799,24 @@ impl Config {
             max_head_bytes: self.limits.max_head_bytes,
             max_headers: self.limits.max_headers,
             admin: self.admin.map(|a| a.to_string()),
+            symlinks: self.files.symlinks.name(),
+            dotfiles: if self.files.dotfiles { "allow" } else { "deny" },
+            index: self.files.index.clone(),
+            autoindex: self.files.autoindex,
+            cache_control: self.files.cache_control.clone(),
+            file_cache_ttl: self.files.file_cache_ttl.as_secs_f64(),
+            file_cache_entries: self.files.file_cache_entries.get(),
+            small_file_max: self.files.small_file_max,
+            memory_cache_bytes: self.files.memory_cache_bytes,
+            headers: self
+                .files
+                .rules
+                .iter()
+                .map(|r| HeaderRuleRaw {
+                    pattern: r.pattern.clone(),
+                    set: r.set.iter().cloned().collect(),
+                })
+                .collect(),
         };
         toml::to_string(&e).unwrap_or_else(|err| format!("# cannot render config: {err}\n"))
     }

@@ -19,4 +19,4 @@ pub mod response;
 
 pub use error::ParseError;
 pub use parse::{parse, Head, Limits, Method, Version};
-pub use response::{Body, Fields, FileRange, Persistence, Response, Status};
+pub use response::{Body, Fields, FileRange, Part, Persistence, Response, Status};

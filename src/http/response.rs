@@ -97,6 +97,28 @@ pub enum Body {
     Bytes(Bytes),
     /// Part of a file, streamed (zero-copy where the driver allows).
     File(FileRange),
+    /// A sequence of pieces (`multipart/byteranges`: part heads and ranges).
+    Parts(Vec<Part>),
+}
+
+/// One piece of a [`Body::Parts`].
+#[derive(Debug, Clone)]
+pub enum Part {
+    Bytes(Bytes),
+    File(FileRange),
+}
+
+impl Part {
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File(f) => f.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Body {
@@ -105,6 +127,7 @@ impl Body {
             Body::Empty => 0,
             Body::Bytes(b) => b.len() as u64,
             Body::File(f) => f.len,
+            Body::Parts(p) => p.iter().map(Part::len).sum(),
         }
     }
 

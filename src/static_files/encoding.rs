@@ -75,11 +75,6 @@ impl Available {
         Available(self.0 | coding.bit())
     }
 
-    /// Adds `coding` to the set.
-    pub(crate) fn insert(&mut self, coding: Coding) {
-        self.0 |= coding.bit();
-    }
-
     pub(crate) fn contains(self, coding: Coding) -> bool {
         self.0 & coding.bit() != 0
     }
@@ -408,7 +403,7 @@ mod tests {
     fn available_set_operations() {
         let mut set = Available::NONE;
         assert!(set.is_empty());
-        set.insert(Coding::Zstd);
+        set = set.with(Coding::Zstd);
         assert!(set.contains(Coding::Zstd));
         assert!(!set.contains(Coding::Brotli));
         assert_eq!(set, Available::NONE.with(Coding::Zstd));

@@ -1,57 +1,57 @@
-//! Static files: the request path to bytes on disk, never outside the root.
+//! Static files for a CDN origin: the request path to bytes on disk, with
+//! the HTTP semantics an nginx operator relies on, never outside the root.
 //!
-//! Owns: turning a GET/HEAD target into a file response — path resolution,
-//! containment, directories and index files, types, and the per-worker
-//! memory cache. Does not own framing, keep-alive or HEAD body stripping
-//! (the connection loop) nor errors of the protocol itself (`http::error`).
+//! Owns: the whole file pipeline below and the per-worker caches. Does not
+//! own framing, keep-alive or HEAD body stripping (the connection loop) nor
+//! protocol errors (`http::error`).
 //!
-//! Pipeline, one request:
+//! Pipeline, one request (each step a function of this file):
 //! 1. resolve: `uri_path::resolve` percent-decodes once, rejects NUL, `%2f`,
 //!    backslashes and bad UTF-8, removes dot segments and refuses any climb
-//!    above the root (400). Dotfiles are 404.
-//! 2. cache: a fresh in-memory entry (file ≤ `SMALL_FILE_MAX_BYTES`) answers
-//!    with its prebuilt head and body: one memcpy, no syscall.
-//! 3. open: `sys::openat2::open_beneath` from the root's fd, so the kernel
-//!    enforces containment (symlinks that leave the root fail).
-//! 4. directories: `/dir` → 301 `/dir/` (query kept); `/dir/` → `index.html`.
-//! 5. send: small files are read once and cached; larger ones go out as a
-//!    `Body::File` range streamed by the connection.
+//!    above the root (400). Dotfiles are 404 unless `--dotfiles allow`.
+//! 2. lookup: the open-file cache answers with the file's fd, metadata,
+//!    validators and precompressed variants, re-checked against the disk
+//!    after `--file-cache-ttl`. A miss opens from the root's fd with openat2
+//!    (`RESOLVE_BENEATH`, per `--symlinks`), so the kernel enforces
+//!    containment; directories redirect (`/dir` → `/dir/`), serve an index
+//!    file, or are listed with `--autoindex`.
+//! 3. encoding: `encoding::choose` picks `.br`/`.zst`/`.gz` by
+//!    Accept-Encoding; every response for a file with variants has
+//!    `Vary: Accept-Encoding`.
+//! 4. conditional: `conditional::evaluate` in RFC 9110 §13.2.2 order →
+//!    304 / 412 / proceed (and whether `If-Range` lets a range through).
+//! 5. range: `range::parse` → 206 (single or multipart), 416, or the whole.
+//! 6. send: small files (≤ `--small-file-max`) from memory as one prebuilt
+//!    head + body (one write); larger ones as file ranges the connection
+//!    sends zero-copy with explicit offsets.
 
-#[allow(dead_code)]
+mod autoindex;
 mod conditional;
-#[allow(dead_code)]
 mod encoding;
-#[allow(dead_code)]
 mod range;
-#[allow(dead_code)]
 mod uri_path;
 
-use std::cell::RefCell;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::rc::Rc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 
 use crate::app::{Handler, MakeError};
+use crate::config::{FilesConfig, Symlinks};
 use crate::http::response::prebuild_head;
-use crate::http::{Body, Fields, FileRange, Head, Response, Status};
-use crate::sys::openat2::{open_beneath, Target};
+use crate::http::{Body, Fields, FileRange, Head, Method, Part, Response, Status};
+use crate::sys::openat2::{open_beneath, Links, Target};
+use encoding::{Available, Coding};
+use range::RangeOutcome;
 
-/// Files up to this size are kept in memory as one prebuilt response.
-pub const SMALL_FILE_MAX_BYTES: u64 = 64 * 1024;
-/// Memory cache budget per worker: room for ~1000 small files.
-pub const MEMORY_CACHE_BYTES: usize = 64 * 1024 * 1024;
-/// A cached entry is re-checked against the disk after this long, so an
-/// atomically replaced file is served new within a second.
-pub const CACHE_TTL: Duration = Duration::from_secs(1);
-/// The index file served for a directory.
-pub const INDEX_FILE: &str = "index.html";
+type FieldList = Vec<(Cow<'static, str>, Cow<'static, str>)>;
 
 /// Why a file could not be served; mapped to a status in one place.
 #[derive(Debug, thiserror::Error)]
@@ -70,8 +70,8 @@ impl Error {
     fn from_open(e: io::Error) -> Error {
         match e.raw_os_error() {
             // ENOENT/ENOTDIR: missing. EXDEV/ELOOP: resolution would leave the
-            // root (openat2 RESOLVE_BENEATH) or a symlink was refused: we
-            // answer as if nothing were there.
+            // root (RESOLVE_BENEATH) or a link was refused by policy: answer
+            // as if nothing were there, revealing nothing about the outside.
             Some(libc::ENOENT)
             | Some(libc::ENOTDIR)
             | Some(libc::EXDEV)
@@ -116,153 +116,489 @@ impl Identity {
     }
 }
 
-struct Cached {
+/// One representation of a file: the identity bytes or an encoded variant.
+struct Rep {
+    coding: Option<Coding>,
+    file: Rc<File>,
     identity: Identity,
+    etag: String,
+    /// Whole-file 200 response prebuilt (head block, body) when small.
+    small: Option<(Bytes, Bytes)>,
+}
+
+/// An open-file cache entry: a file and its variants, with validators.
+struct Entry {
     checked: Instant,
-    head: Bytes,
-    body: Bytes,
+    /// Path relative to the root of the file actually served.
+    rel: String,
+    content_type: String,
+    last_modified: SystemTime,
+    last_modified_text: String,
+    /// Per-path fields (Cache-Control, rules) added to every response.
+    extra: FieldList,
+    reps: Vec<Rep>,
+    available: Available,
+}
+
+impl Entry {
+    fn rep(&self, coding: Option<Coding>) -> &Rep {
+        self.reps
+            .iter()
+            .find(|r| r.coding == coding)
+            .unwrap_or(&self.reps[0])
+    }
+
+    fn memory(&self) -> usize {
+        self.reps
+            .iter()
+            .filter_map(|r| r.small.as_ref())
+            .map(|(h, b)| h.len() + b.len())
+            .sum()
+    }
+}
+
+/// What a path resolves to.
+enum Found {
+    File(Rc<Entry>),
+    Redirect,
+    Listing(Response),
 }
 
 /// The per-worker file handler.
 pub struct Files {
     root: OwnedFd,
-    cache: RefCell<HashMap<String, Cached>>,
-    cache_bytes: RefCell<usize>,
+    config: FilesConfig,
+    cache: RefCell<HashMap<String, Rc<Entry>>>,
+    memory_used: Cell<usize>,
+    boundary_seed: Cell<u64>,
 }
 
 impl Files {
-    /// Open `root` for this worker.
-    pub fn open(root: &Path) -> Result<Files, MakeError> {
+    /// Open `root` for one worker.
+    pub fn open(root: &std::path::Path, config: FilesConfig) -> Result<Files, MakeError> {
         let dir =
             File::open(root).map_err(|e| format!("cannot open root {}: {e}", root.display()))?;
         if !dir.metadata()?.is_dir() {
             return Err(format!("root {} is not a directory", root.display()).into());
         }
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ u64::from(std::process::id());
         Ok(Files {
             root: dir.into(),
+            config,
             cache: RefCell::new(HashMap::new()),
-            cache_bytes: RefCell::new(0),
+            memory_used: Cell::new(0),
+            boundary_seed: Cell::new(seed),
         })
     }
 
+    fn links(&self) -> Links {
+        match self.config.symlinks {
+            Symlinks::Inside => Links::Beneath,
+            Symlinks::Never => Links::None,
+            Symlinks::Follow => Links::Any,
+        }
+    }
+
     fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
+        // 1. resolve
         let resolved = uri_path::resolve(head.path())?;
-        if resolved.has_dotfile() {
+        if !self.config.dotfiles && resolved.has_dotfile() {
             return Err(Error::NotFound);
         }
-        let mut rel = resolved.relative_path();
-        if let Some(hit) = self.cached(&rel) {
-            return Ok(hit);
+        let mut key = resolved.relative_path();
+        if resolved.trailing_slash && !key.is_empty() {
+            key.push('/');
         }
-        let file = open_beneath(self.root.as_fd(), &rel, Target::Read).map_err(Error::from_open)?;
-        let mut file = File::from(file);
-        let mut meta = file.metadata().map_err(Error::Io)?;
-        if meta.is_dir() {
-            if !resolved.trailing_slash && !rel.is_empty() {
-                return Ok(redirect_to_slash(head));
+        // 2. lookup
+        let entry = match self.lookup(&key, head)? {
+            Found::File(e) => e,
+            Found::Redirect => return Ok(redirect_to_slash(head)),
+            Found::Listing(r) => return Ok(r),
+        };
+        // 3. encoding
+        let coding = if entry.available.is_empty() {
+            None
+        } else {
+            encoding::choose(head.header("accept-encoding"), entry.available)
+        };
+        let rep = entry.rep(coding);
+        // 4. conditional
+        let pre = conditional::evaluate(
+            &conditional::Headers {
+                if_match: head.header("if-match"),
+                if_none_match: head.header("if-none-match"),
+                if_modified_since: head.header("if-modified-since"),
+                if_unmodified_since: head.header("if-unmodified-since"),
+                if_range: head.header("if-range"),
+                method_is_get_or_head: true,
+            },
+            &conditional::Validators {
+                etag: &rep.etag,
+                last_modified: entry.last_modified,
+            },
+        );
+        let honor_range = match pre {
+            conditional::Precondition::NotModified => {
+                let fields = self.fields(&entry, rep, false);
+                return Ok(Response {
+                    status: Status::NOT_MODIFIED,
+                    fields: Fields::List(fields),
+                    body: Body::Empty,
+                });
             }
-            rel = if rel.is_empty() {
-                INDEX_FILE.to_owned()
-            } else {
-                format!("{rel}/{INDEX_FILE}")
-            };
-            if let Some(hit) = self.cached(&rel) {
-                return Ok(hit);
+            conditional::Precondition::Failed => {
+                return Ok(Response::text(
+                    Status::PRECONDITION_FAILED,
+                    "412 Precondition Failed\n",
+                ))
             }
-            let dir = file;
-            file = File::from(
-                open_beneath(dir.as_fd(), INDEX_FILE, Target::Read).map_err(Error::from_open)?,
-            );
-            meta = file.metadata().map_err(Error::Io)?;
+            conditional::Precondition::Proceed { honor_range } => honor_range,
+        };
+        // 5. range (RFC 9110 §14.2: GET only)
+        let total = rep.identity.len;
+        if let (Method::Get, Some(value), true) = (head.method, head.header("range"), honor_range) {
+            match range::parse(value, total) {
+                RangeOutcome::Full => {}
+                RangeOutcome::Unsatisfiable => {
+                    let mut fields = self.fields(&entry, rep, false);
+                    fields.push((
+                        "Content-Range".into(),
+                        range::unsatisfied_content_range(total).into(),
+                    ));
+                    return Ok(Response {
+                        status: Status::RANGE_NOT_SATISFIABLE,
+                        fields: Fields::List(fields),
+                        body: Body::Bytes(Bytes::from_static(b"416 Range Not Satisfiable\n")),
+                    });
+                }
+                RangeOutcome::Single(r) => {
+                    let mut fields = self.fields(&entry, rep, true);
+                    fields.push(("Content-Range".into(), r.content_range(total).into()));
+                    return Ok(Response {
+                        status: Status::PARTIAL_CONTENT,
+                        fields: Fields::List(fields),
+                        body: slice(rep, r.start, r.len()),
+                    });
+                }
+                RangeOutcome::Multi(ranges) => return Ok(self.multipart(&entry, rep, &ranges)),
+            }
         }
-        if !meta.is_file() {
-            return Err(Error::NotFound);
-        }
-        let identity = Identity::of(&meta);
-        let fields = vec![
-            ("Content-Type".into(), content_type(&rel).into()),
-            (
-                "Last-Modified".into(),
-                httpdate::fmt_http_date(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)).into(),
-            ),
-        ];
-        if identity.len <= SMALL_FILE_MAX_BYTES {
-            let mut body = Vec::with_capacity(identity.len as usize);
-            file.read_to_end(&mut body).map_err(Error::Io)?;
-            // A file that changed size while we read it: serve what we read,
-            // with its true length, and do not cache the torn view.
-            let torn = body.len() as u64 != identity.len;
-            let head_block = prebuild_head(Status::OK, &fields, body.len() as u64);
-            let body = Bytes::from(body);
-            if !torn {
-                self.insert(rel, identity, head_block.clone(), body.clone());
-            }
+        // 6. send the whole representation
+        if let Some((head_block, body)) = &rep.small {
             return Ok(Response {
                 status: Status::OK,
-                fields: Fields::Prebuilt(head_block),
-                body: Body::Bytes(body),
+                fields: Fields::Prebuilt(head_block.clone()),
+                body: Body::Bytes(body.clone()),
             });
         }
         Ok(Response {
             status: Status::OK,
+            fields: Fields::List(self.fields(&entry, rep, true)),
+            body: slice(rep, 0, total),
+        })
+    }
+
+    /// The representation's header fields (all but framing). `with_type`
+    /// false leaves out Content-Type (304, 416 bodies are not the file's).
+    fn fields(&self, entry: &Entry, rep: &Rep, with_type: bool) -> FieldList {
+        let mut f: FieldList = Vec::with_capacity(8 + entry.extra.len());
+        if with_type {
+            f.push(("Content-Type".into(), entry.content_type.clone().into()));
+        }
+        f.push((
+            "Last-Modified".into(),
+            entry.last_modified_text.clone().into(),
+        ));
+        f.push(("ETag".into(), rep.etag.clone().into()));
+        f.push(("Accept-Ranges".into(), "bytes".into()));
+        if let Some(c) = rep.coding {
+            f.push(("Content-Encoding".into(), c.token().into()));
+        }
+        if !entry.available.is_empty() {
+            f.push(("Vary".into(), "Accept-Encoding".into()));
+        }
+        f.extend(entry.extra.iter().cloned());
+        f
+    }
+
+    fn multipart(&self, entry: &Entry, rep: &Rep, ranges: &[range::ByteRange]) -> Response {
+        let seed = self.boundary_seed.get().wrapping_add(1);
+        self.boundary_seed.set(seed);
+        let boundary = range::multipart_boundary(seed);
+        let total = rep.identity.len;
+        let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
+        for r in ranges {
+            let h = range::multipart_part_header(&boundary, &entry.content_type, r, total);
+            parts.push(Part::Bytes(Bytes::from(h)));
+            parts.push(match slice(rep, r.start, r.len()) {
+                Body::Bytes(b) => Part::Bytes(b),
+                Body::File(f) => Part::File(f),
+                Body::Empty | Body::Parts(_) => Part::Bytes(Bytes::new()),
+            });
+        }
+        parts.push(Part::Bytes(Bytes::from(range::multipart_trailer(
+            &boundary,
+        ))));
+        let mut fields = self.fields(entry, rep, false);
+        fields.insert(
+            0,
+            (
+                "Content-Type".into(),
+                range::multipart_content_type(&boundary).into(),
+            ),
+        );
+        let body = Body::Parts(parts);
+        debug_assert_eq!(
+            body.len(),
+            range::multipart_len(&boundary, &entry.content_type, ranges, total)
+        );
+        Response {
+            status: Status::PARTIAL_CONTENT,
             fields: Fields::List(fields),
-            body: Body::File(FileRange {
-                file: Rc::new(file),
-                offset: 0,
-                len: identity.len,
-            }),
-        })
+            body,
+        }
     }
 
-    /// A fresh cache hit, re-validating against the disk after `CACHE_TTL`.
-    fn cached(&self, rel: &str) -> Option<Response> {
-        let mut cache = self.cache.borrow_mut();
-        let entry = cache.get_mut(rel)?;
-        if entry.checked.elapsed() >= CACHE_TTL {
-            let still = open_beneath(
-                self.root.as_fd(),
-                if rel.is_empty() { "." } else { rel },
-                Target::Path,
-            )
-            .ok()
-            .and_then(|fd| File::from(fd).metadata().ok())
-            .map(|m| Identity::of(&m) == entry.identity)
-            .unwrap_or(false);
-            if !still {
-                let gone = cache.remove(rel).map_or(0, |e| e.head.len() + e.body.len());
-                *self.cache_bytes.borrow_mut() -= gone;
-                return None;
+    /// The cache entry for `key`, (re)built from disk when missing or stale.
+    fn lookup(&self, key: &str, head: &Head<'_>) -> Result<Found, Error> {
+        let cached = self.cache.borrow().get(key).cloned();
+        if let Some(entry) = &cached {
+            if entry.checked.elapsed() < self.config.file_cache_ttl {
+                return Ok(Found::File(entry.clone()));
             }
-            entry.checked = Instant::now();
         }
-        Some(Response {
-            status: Status::OK,
-            fields: Fields::Prebuilt(entry.head.clone()),
-            body: Body::Bytes(entry.body.clone()),
-        })
+        let found = self.load(key, head)?;
+        if let Found::File(fresh) = &found {
+            // Same files on disk: keep the old entry (and its memory copy).
+            if let Some(old) = cached.filter(|old| same_files(old, fresh)) {
+                let renewed = Rc::new(Entry {
+                    checked: Instant::now(),
+                    reps: old.reps.iter().map(Rep::share).collect(),
+                    rel: old.rel.clone(),
+                    content_type: old.content_type.clone(),
+                    last_modified: old.last_modified,
+                    last_modified_text: old.last_modified_text.clone(),
+                    extra: old.extra.clone(),
+                    available: old.available,
+                });
+                self.cache
+                    .borrow_mut()
+                    .insert(key.to_owned(), renewed.clone());
+                return Ok(Found::File(renewed));
+            }
+            self.insert(key, fresh.clone());
+        }
+        Ok(found)
     }
 
-    fn insert(&self, rel: String, identity: Identity, head: Bytes, body: Bytes) {
-        let size = head.len() + body.len();
-        let mut used = self.cache_bytes.borrow_mut();
-        if *used + size > MEMORY_CACHE_BYTES {
-            // Over budget: start over rather than track recency on the hot
-            // path; the working set refills within a TTL.
-            self.cache.borrow_mut().clear();
-            *used = 0;
+    fn insert(&self, key: &str, entry: Rc<Entry>) {
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() >= self.config.file_cache_entries.get() && !cache.contains_key(key) {
+            // Full: start over rather than track recency on the hot path;
+            // the working set refills within a TTL.
+            cache.clear();
+            self.memory_used.set(0);
         }
-        if let Some(old) = self.cache.borrow_mut().insert(
-            rel,
-            Cached {
-                identity,
-                checked: Instant::now(),
-                head,
-                body,
-            },
-        ) {
-            *used -= old.head.len() + old.body.len();
+        let added = entry.memory();
+        if let Some(old) = cache.insert(key.to_owned(), entry) {
+            self.memory_used
+                .set(self.memory_used.get().saturating_sub(old.memory()));
         }
-        *used += size;
+        self.memory_used.set(self.memory_used.get() + added);
+    }
+
+    /// Open `key` from disk into a fresh entry.
+    fn load(&self, key: &str, head: &Head<'_>) -> Result<Found, Error> {
+        let trailing = key.ends_with('/') || key.is_empty();
+        let rel = key.trim_end_matches('/');
+        let file = File::from(
+            open_beneath(self.root.as_fd(), rel, Target::Read, self.links())
+                .map_err(Error::from_open)?,
+        );
+        let meta = file.metadata().map_err(Error::Io)?;
+        if meta.is_dir() {
+            if !trailing {
+                return Ok(Found::Redirect);
+            }
+            for name in &self.config.index {
+                if !self.config.dotfiles && name.starts_with('.') {
+                    continue;
+                }
+                let inner = if rel.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{rel}/{name}")
+                };
+                match self.load_file(&inner) {
+                    Ok(e) => return Ok(Found::File(Rc::new(e))),
+                    Err(Error::NotFound) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.config.autoindex {
+                return autoindex::render(&file, head.path(), self.config.dotfiles)
+                    .map(Found::Listing)
+                    .map_err(Error::Io);
+            }
+            return Err(Error::NotFound);
+        }
+        if !meta.is_file() {
+            return Err(Error::NotFound);
+        }
+        drop(file);
+        self.load_file(rel).map(|e| Found::File(Rc::new(e)))
+    }
+
+    /// Build the entry of the regular file at `rel` and its variants.
+    fn load_file(&self, rel: &str) -> Result<Entry, Error> {
+        let open = |p: &str| -> Result<(File, std::fs::Metadata), Error> {
+            let f = File::from(
+                open_beneath(self.root.as_fd(), p, Target::Read, self.links())
+                    .map_err(Error::from_open)?,
+            );
+            let m = f.metadata().map_err(Error::Io)?;
+            if !m.is_file() {
+                return Err(Error::NotFound);
+            }
+            Ok((f, m))
+        };
+        let (file, meta) = open(rel)?;
+        let last_modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let content_type = content_type(rel);
+        let mut entry = Entry {
+            checked: Instant::now(),
+            rel: rel.to_owned(),
+            content_type,
+            last_modified,
+            last_modified_text: httpdate::fmt_http_date(last_modified),
+            extra: self.extra_fields(rel),
+            reps: Vec::with_capacity(1),
+            available: Available::NONE,
+        };
+        entry.reps.push(self.rep(&entry, None, file, &meta)?);
+        for coding in Coding::PREFERENCE {
+            let name = format!("{rel}{}", coding.file_suffix());
+            match open(&name) {
+                Ok((f, m)) => {
+                    let rep = self.rep(&entry, Some(coding), f, &m)?;
+                    entry.reps.push(rep);
+                    entry.available = entry.available.with(coding);
+                }
+                Err(Error::NotFound) | Err(Error::Forbidden) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !entry.available.is_empty() {
+            // The prebuilt heads were made before we knew of variants; make
+            // them again now that Vary belongs in them.
+            for i in 0..entry.reps.len() {
+                if let Some((_, body)) = entry.reps[i].small.take() {
+                    let head = prebuild_head(
+                        Status::OK,
+                        &self.fields(&entry, &entry.reps[i], true),
+                        body.len() as u64,
+                    );
+                    entry.reps[i].small = Some((head, body));
+                }
+            }
+        }
+        Ok(entry)
+    }
+
+    fn rep(
+        &self,
+        entry: &Entry,
+        coding: Option<Coding>,
+        mut file: File,
+        meta: &std::fs::Metadata,
+    ) -> Result<Rep, Error> {
+        let identity = Identity::of(meta);
+        let etag = conditional::etag_for(
+            identity.ino,
+            identity.len,
+            identity.mtime_ns,
+            coding.map(|c| c.token()),
+        );
+        let mut rep = Rep {
+            coding,
+            file: Rc::new(File::from(OwnedFd::from(
+                file.try_clone().map_err(Error::Io)?,
+            ))),
+            identity,
+            etag,
+            small: None,
+        };
+        let budget = self
+            .config
+            .memory_cache_bytes
+            .saturating_sub(self.memory_used.get());
+        if identity.len <= self.config.small_file_max && (identity.len as usize) < budget {
+            let mut body = Vec::with_capacity(identity.len as usize);
+            file.read_to_end(&mut body).map_err(Error::Io)?;
+            // A file that changed size while we read it is served from the
+            // fd (with its stat length) next time instead of a torn copy.
+            if body.len() as u64 == identity.len {
+                let head = prebuild_head(Status::OK, &self.fields(entry, &rep, true), identity.len);
+                rep.small = Some((head, Bytes::from(body)));
+            }
+        }
+        Ok(rep)
+    }
+
+    /// Cache-Control and `[[headers]]` rules that apply to `/rel`.
+    fn extra_fields(&self, rel: &str) -> FieldList {
+        let mut f: FieldList = Vec::new();
+        if let Some(cc) = &self.config.cache_control {
+            f.push(("Cache-Control".into(), cc.clone().into()));
+        }
+        let path = format!("/{rel}");
+        for rule in &self.config.rules {
+            if glob_match(rule.pattern.as_bytes(), path.as_bytes()) {
+                for (name, value) in &rule.set {
+                    f.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                    f.push((name.clone().into(), value.clone().into()));
+                }
+            }
+        }
+        f
+    }
+}
+
+impl Rep {
+    /// A second handle on the same representation (shares fd and memory).
+    fn share(&self) -> Rep {
+        Rep {
+            coding: self.coding,
+            file: self.file.clone(),
+            identity: self.identity,
+            etag: self.etag.clone(),
+            small: self.small.clone(),
+        }
+    }
+}
+
+fn same_files(a: &Entry, b: &Entry) -> bool {
+    a.rel == b.rel
+        && a.reps.len() == b.reps.len()
+        && a.reps
+            .iter()
+            .zip(&b.reps)
+            .all(|(x, y)| x.coding == y.coding && x.identity == y.identity)
+}
+
+/// `len` bytes of a representation from `start`: from memory when cached.
+fn slice(rep: &Rep, start: u64, len: u64) -> Body {
+    match &rep.small {
+        Some((_, body)) => Body::Bytes(body.slice(start as usize..(start + len) as usize)),
+        None => Body::File(FileRange {
+            file: rep.file.clone(),
+            offset: start,
+            len,
+        }),
     }
 }
 
@@ -283,12 +619,27 @@ fn redirect_to_slash(head: &Head<'_>) -> Response {
         .header("Location", location)
 }
 
+/// Match a `[[headers]]` glob: `**` any bytes, `*` any bytes but `/`, `?`
+/// one byte but `/`.
+fn glob_match(pattern: &[u8], path: &[u8]) -> bool {
+    match pattern {
+        [] => path.is_empty(),
+        [b'*', b'*', rest @ ..] => (0..=path.len()).any(|i| glob_match(rest, &path[i..])),
+        [b'*', rest @ ..] => {
+            let seg = path.iter().position(|&b| b == b'/').unwrap_or(path.len());
+            (0..=seg).any(|i| glob_match(rest, &path[i..]))
+        }
+        [b'?', rest @ ..] => matches!(path, [c, tail @ ..] if *c != b'/' && glob_match(rest, tail)),
+        [c, rest @ ..] => matches!(path, [d, tail @ ..] if c == d && glob_match(rest, tail)),
+    }
+}
+
 /// MIME type by extension; `charset=utf-8` on text types.
 fn content_type(rel: &str) -> String {
     match mime_guess::from_path(rel).first() {
         Some(m) => {
             let textual = m.type_() == mime_guess::mime::TEXT
-                || matches!(m.subtype().as_str(), "javascript" | "json" | "xml" | "svg")
+                || matches!(m.subtype().as_str(), "javascript" | "json" | "xml")
                 || m.suffix()
                     .is_some_and(|s| s == mime_guess::mime::XML || s == mime_guess::mime::JSON);
             if textual && m.get_param(mime_guess::mime::CHARSET).is_none() {
@@ -312,5 +663,16 @@ mod tests {
         assert_eq!(content_type("x.png"), "image/png");
         assert_eq!(content_type("x.svg"), "image/svg+xml; charset=utf-8");
         assert_eq!(content_type("noext"), "application/octet-stream");
+    }
+
+    #[test]
+    fn globs_match_segments_and_subtrees() {
+        assert!(glob_match(b"/assets/**", b"/assets/a/b.js"));
+        assert!(!glob_match(b"/assets/**", b"/other/a.js"));
+        assert!(glob_match(b"/*.html", b"/index.html"));
+        assert!(!glob_match(b"/*.html", b"/a/index.html"));
+        assert!(glob_match(b"/**/*.css", b"/a/b/c.css"));
+        assert!(glob_match(b"/a?c", b"/abc"));
+        assert!(!glob_match(b"/a?c", b"/a/c"));
     }
 }

@@ -69,15 +69,6 @@ impl Resolved {
     }
 }
 
-/// Splits a request target at the first `?` into path and query (RFC 9112 §3.2.1). The query
-/// is `Some` (possibly empty) exactly when a `?` is present.
-pub(crate) fn split_query(target: &[u8]) -> (&[u8], Option<&[u8]>) {
-    match target.iter().position(|&byte| byte == b'?') {
-        Some(at) => (&target[..at], Some(&target[at + 1..])),
-        None => (target, None),
-    }
-}
-
 /// Turns the path part of a request target (before `?`) into a [`Resolved`] relative path.
 pub(crate) fn resolve(target_path: &[u8]) -> Result<Resolved, PathError> {
     if target_path.first() != Some(&b'/') {
@@ -368,20 +359,5 @@ mod tests {
                 assert!(!segment.contains(['/', '\\', '\0']));
             }
         }
-    }
-
-    #[test]
-    fn splits_query_at_first_question_mark() {
-        assert_eq!(split_query(b"/a/b"), (&b"/a/b"[..], None));
-        assert_eq!(split_query(b"/a?x=1"), (&b"/a"[..], Some(&b"x=1"[..])));
-        assert_eq!(split_query(b"/a?"), (&b"/a"[..], Some(&b""[..])));
-        assert_eq!(split_query(b"/a?b?c"), (&b"/a"[..], Some(&b"b?c"[..])));
-    }
-
-    #[test]
-    fn encoded_question_mark_stays_in_path() {
-        let (path, query) = split_query(b"/what%3f.html?v=2");
-        assert_eq!(query, Some(&b"v=2"[..]));
-        assert_eq!(segments(std::str::from_utf8(path).unwrap()), ["what?.html"]);
     }
 }

@@ -8,7 +8,9 @@
 //! - `socket`: shutdown of a registered connection fd, systemd socket
 //!   activation (LISTEN_FDS) into owned fds.
 //! - `openat2`: kernel-enforced containment under a directory fd.
+//! - `sendfile`: zero-copy file → socket with explicit offsets.
 
 pub mod affinity;
 pub mod openat2;
+pub mod sendfile;
 pub mod socket;

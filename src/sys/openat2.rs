@@ -22,6 +22,18 @@ pub enum Target {
     Path,
 }
 
+/// Which symbolic links resolution may follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Links whose resolution stays beneath the directory.
+    Beneath,
+    /// None at all (RESOLVE_NO_SYMLINKS, or O_NOFOLLOW at every step).
+    None,
+    /// Any link, anywhere: containment then rests on the relative path alone
+    /// (which never holds `..`).
+    Any,
+}
+
 /// Which resolver this kernel gives us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolver {
@@ -38,7 +50,7 @@ pub fn resolver() -> Resolver {
         let r = match std::fs::File::open("/") {
             Ok(root) => {
                 let fd = std::os::fd::AsFd::as_fd(&root);
-                match raw_openat2(fd, ".", Target::Path) {
+                match raw_openat2(fd, ".", Target::Path, libc::RESOLVE_BENEATH) {
                     Err(e)
                         if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) =>
                     {
@@ -56,11 +68,28 @@ pub fn resolver() -> Resolver {
 
 /// Open `relative` (no leading `/`, `/`-separated, already free of `.`/`..`)
 /// beneath `dir`. An empty path opens `dir` itself.
-pub fn open_beneath(dir: BorrowedFd<'_>, relative: &str, target: Target) -> io::Result<OwnedFd> {
+pub fn open_beneath(
+    dir: BorrowedFd<'_>,
+    relative: &str,
+    target: Target,
+    links: Links,
+) -> io::Result<OwnedFd> {
     let relative = if relative.is_empty() { "." } else { relative };
+    if links == Links::Any {
+        if relative.split('/').any(|p| p == "..") {
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
+        return raw_openat(dir, relative, target_flags(target));
+    }
+    let resolve = match links {
+        Links::None => {
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_SYMLINKS
+        }
+        _ => libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
     match resolver() {
         Resolver::Openat2 => loop {
-            match raw_openat2(dir, relative, target) {
+            match raw_openat2(dir, relative, target, resolve) {
                 // openat2(2): EAGAIN when a concurrent rename raced the
                 // lookup under RESOLVE_BENEATH; retrying is the documented fix.
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
@@ -79,12 +108,17 @@ fn target_flags(target: Target) -> libc::c_int {
         }
 }
 
-fn raw_openat2(dir: BorrowedFd<'_>, relative: &str, target: Target) -> io::Result<OwnedFd> {
+fn raw_openat2(
+    dir: BorrowedFd<'_>,
+    relative: &str,
+    target: Target,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let path = CString::new(relative).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: open_how is a plain C struct of integers; all-zero is valid.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = target_flags(target) as u64;
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    how.resolve = resolve;
     // SAFETY: `path` is a NUL-terminated string and `how` a valid open_how
     // that both outlive the call; the size passed is the struct's size.
     let rc = unsafe {
@@ -153,9 +187,16 @@ mod tests {
         std::os::unix::fs::symlink("../secret", root.join("escape")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.join("abs")).unwrap();
         let dir = std::fs::File::open(&root).unwrap();
-        assert!(open_beneath(dir.as_fd(), "ok.txt", Target::Read).is_ok());
-        assert!(open_beneath(dir.as_fd(), "escape", Target::Read).is_err());
-        assert!(open_beneath(dir.as_fd(), "abs", Target::Read).is_err());
+        std::os::unix::fs::symlink("ok.txt", root.join("inner")).unwrap();
+        let open = |p: &str, l: Links| open_beneath(dir.as_fd(), p, Target::Read, l).is_ok();
+        assert!(open("ok.txt", Links::Beneath));
+        assert!(open("inner", Links::Beneath));
+        assert!(!open("escape", Links::Beneath));
+        assert!(!open("abs", Links::Beneath));
+        assert!(!open("inner", Links::None));
+        assert!(open("ok.txt", Links::None));
+        assert!(open("escape", Links::Any));
+        assert!(!open("../root/ok.txt", Links::Any));
         assert!(walk_nofollow(dir.as_fd(), "escape", Target::Read).is_err());
         assert!(walk_nofollow(dir.as_fd(), "ok.txt", Target::Read).is_ok());
     }

@@ -14,7 +14,7 @@
 //! discarded (up to `MAX_DISCARD_BYTES`) so it is never parsed as a request.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Instant;
@@ -27,16 +27,20 @@ use super::Ctx;
 use crate::app::Handler;
 use crate::http::response::write_head;
 use crate::http::{
-    self, Body, FileRange, Head, Method, ParseError, Persistence, Response, Status, Version,
+    self, Body, FileRange, Head, Method, ParseError, Part, Persistence, Response, Status, Version,
 };
+use crate::sys::sendfile;
 use crate::telemetry::WorkerStats;
 
 /// First read buffer size: a typical request head fits many times over.
 const READ_BUF_BYTES: usize = 8 * 1024;
 /// Output buffer kept between responses; grows for pipelined batches.
 const OUT_BUF_BYTES: usize = 16 * 1024;
-/// Chunk of a file body read per write when streaming.
+/// Chunk of a file body read per write on the buffered path.
 const FILE_CHUNK_BYTES: usize = 256 * 1024;
+/// Most bytes asked of one sendfile call: large enough to amortise the call,
+/// small enough that one connection cannot monopolise the worker.
+const SENDFILE_CHUNK_BYTES: usize = 1024 * 1024;
 /// Largest declared body we read and throw away on a method that takes none;
 /// beyond it the request is refused (413) and the connection closed.
 pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
@@ -128,8 +132,8 @@ pub(crate) async fn serve<H: Handler>(mut stream: TcpStream, ctx: Rc<Ctx<H>>) {
             drop(head);
             discard = declared;
             push_response(&ctx, &mut out, &resp, include_body, persistence);
-            if let (Body::File(file), true) = (&resp.body, include_body) {
-                let (res, buf) = send_file(&mut stream, out, file).await;
+            if include_body && matches!(resp.body, Body::File(_) | Body::Parts(_)) {
+                let (res, buf) = send_body(&mut stream, out, &resp.body).await;
                 out = buf;
                 if res.is_err() {
                     return;
@@ -252,10 +256,102 @@ fn push_response<H: Handler>(
     }
 }
 
-/// Send a file range after whatever is buffered in `out`, a chunk per write.
-/// Errors (including a file that shrank under us) end the connection: the
-/// promised Content-Length can no longer be honoured.
+/// Send a streamed body (file range or parts) after whatever is buffered in
+/// `out`. In-memory pieces are appended to `out`; file pieces flush `out` and
+/// go out zero-copy. Errors (including a file that shrank under us) end the
+/// connection: the promised Content-Length can no longer be honoured.
+async fn send_body(
+    stream: &mut TcpStream,
+    mut out: Vec<u8>,
+    body: &Body,
+) -> (io::Result<()>, Vec<u8>) {
+    let single;
+    let parts: &[Part] = match body {
+        Body::File(f) => {
+            single = [Part::File(f.clone())];
+            &single
+        }
+        Body::Parts(p) => p,
+        Body::Empty | Body::Bytes(_) => return (Ok(()), out),
+    };
+    for part in parts {
+        match part {
+            Part::Bytes(b) => out.extend_from_slice(b),
+            Part::File(f) => {
+                if !out.is_empty() {
+                    let (res, buf) = stream.write_all(out).await;
+                    out = buf;
+                    out.clear();
+                    if let Err(e) = res {
+                        return (Err(e), out);
+                    }
+                }
+                let (res, buf) = send_file(stream, out, f).await;
+                out = buf;
+                if let Err(e) = res {
+                    return (Err(e), out);
+                }
+            }
+        }
+    }
+    (Ok(()), out)
+}
+
+/// Send a file range: sendfile(2) with an explicit offset (zero-copy), the
+/// socket non-blocking meanwhile so a slow reader parks this task, not the
+/// worker. Falls back to buffered reads where sendfile is refused.
 async fn send_file(
+    stream: &mut TcpStream,
+    out: Vec<u8>,
+    file: &FileRange,
+) -> (io::Result<()>, Vec<u8>) {
+    let fd = stream.as_raw_fd();
+    let was_nonblocking = match sendfile::set_nonblocking(fd, true) {
+        Ok(w) => w,
+        Err(e) => return (Err(e), out),
+    };
+    let mut offset = file.offset;
+    let end = file.offset + file.len;
+    let mut result = Ok(());
+    while offset < end {
+        let want = ((end - offset) as usize).min(SENDFILE_CHUNK_BYTES);
+        match sendfile::sendfile_at(fd, file.file.as_fd(), &mut offset, want) {
+            Ok(0) => {
+                result = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if let Err(e) = stream.writable(false).await {
+                    result = Err(e);
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
+                // This file system cannot sendfile: copy through a buffer.
+                let _ = sendfile::set_nonblocking(fd, was_nonblocking);
+                let rest = FileRange {
+                    file: file.file.clone(),
+                    offset,
+                    len: end - offset,
+                };
+                return send_buffered(stream, out, &rest).await;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = sendfile::set_nonblocking(fd, was_nonblocking) {
+        result = result.and(Err(e));
+    }
+    (result, out)
+}
+
+/// Send a file range through a buffer: pread a chunk, write it, repeat.
+async fn send_buffered(
     stream: &mut TcpStream,
     mut out: Vec<u8>,
     file: &FileRange,
