@@ -160,7 +160,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
         "OPTIONS" => Method::Options,
         _ => Method::Other,
     };
-    let target = req.path.unwrap_or("").as_bytes();
+    let target = origin_form(req.path.unwrap_or("").as_bytes());
     let version = match req.version {
         Some(0) => Version::Http10,
         _ => Version::Http11,
@@ -236,6 +236,25 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
         },
         leading + head_len,
     )))
+}
+
+/// RFC 9112 §3.2.2: a server MUST accept the absolute-form
+/// (`http://host/path`); we serve its path and query (origin-form).
+fn origin_form(target: &[u8]) -> &[u8] {
+    let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
+    let scheme = if lower.starts_with(b"http://") {
+        7
+    } else if lower.starts_with(b"https://") {
+        8
+    } else {
+        return target;
+    };
+    let rest = &target[scheme..];
+    match rest.iter().position(|&b| b == b'/' || b == b'?') {
+        Some(i) if rest[i] == b'/' => &rest[i..],
+        // `http://host` or `http://host?q`: the path is empty, i.e. `/`.
+        _ => b"/",
+    }
 }
 
 fn memchr_newline(buf: &[u8]) -> Option<usize> {
@@ -419,6 +438,14 @@ mod tests {
         let buf = b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n";
         let (_, n) = ok(buf);
         assert_eq!(n, buf.len());
+    }
+
+    #[test]
+    fn absolute_form_becomes_origin_form() {
+        let (h, _) = ok(b"GET http://example.com/a/b?q=1 HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(h.target, b"/a/b?q=1");
+        let (h, _) = ok(b"GET HTTPS://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(h.target, b"/");
     }
 
     #[test]

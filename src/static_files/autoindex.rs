@@ -61,7 +61,7 @@ fn escape(s: &str) -> String {
 }
 
 /// RFC 3986 §2.1: everything but unreserved characters is percent-encoded.
-fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

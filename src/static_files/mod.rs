@@ -216,7 +216,7 @@ impl Files {
         // 2. lookup
         let entry = match self.lookup(&key, head)? {
             Found::File(e) => e,
-            Found::Redirect => return Ok(redirect_to_slash(head)),
+            Found::Redirect => return Ok(redirect_to_slash(&resolved, head)),
             Found::Listing(r) => return Ok(r),
         };
         // 3. encoding
@@ -608,9 +608,15 @@ impl Handler for Files {
     }
 }
 
-fn redirect_to_slash(head: &Head<'_>) -> Response {
-    let mut location = String::from_utf8_lossy(head.path()).into_owned();
-    location.push('/');
+/// 301 to the directory with a slash. The Location is rebuilt from the
+/// resolved segments (re-encoded), never echoed from the request: `//dir`
+/// must not become the protocol-relative `//dir/` (an open redirect).
+fn redirect_to_slash(resolved: &uri_path::Resolved, head: &Head<'_>) -> Response {
+    let mut location = String::from("/");
+    for seg in &resolved.segments {
+        location.push_str(&autoindex::percent_encode(seg));
+        location.push('/');
+    }
     if let Some(q) = head.query() {
         location.push('?');
         location.push_str(&String::from_utf8_lossy(q));

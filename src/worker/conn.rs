@@ -23,6 +23,7 @@ use monoio::buf::{IoBufMut, SliceMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
+use super::registry::Registration;
 use super::Ctx;
 use crate::app::Handler;
 use crate::http::response::write_head;
@@ -63,15 +64,20 @@ enum After {
     Close,
 }
 
-pub(crate) async fn serve<H: Handler>(mut stream: TcpStream, ctx: Rc<Ctx<H>>) {
+/// Serve one accepted connection. `registration` (made by the accept loop,
+/// so the connection cap counts it at once) is dropped before `stream`,
+/// a parameter declared earlier: the entry leaves the registry before the fd
+/// closes.
+pub(crate) async fn serve<H: Handler>(
+    mut stream: TcpStream,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+) {
     WorkerStats::add(&ctx.stats.connections_open, 1);
     let stats = ctx.stats.clone();
     let _gauge = OpenGauge(Rc::new(move || {
         WorkerStats::sub(&stats.connections_open, 1)
     }));
-    // Dropped before `stream` (a parameter): the entry leaves the registry
-    // before the fd closes.
-    let registration = ctx.registry.register(stream.as_raw_fd());
 
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF_BYTES);
     let mut out: Vec<u8> = Vec::with_capacity(OUT_BUF_BYTES);

@@ -23,6 +23,7 @@ mod registry;
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -378,7 +379,9 @@ async fn accept_loop<H: Handler>(
                     continue;
                 }
                 WorkerStats::add(&ctx.stats.connections_accepted, 1);
-                monoio::spawn(conn::serve(stream, ctx.clone()));
+                // Register before spawning, so the cap check above sees it.
+                let registration = ctx.registry.register(stream.as_raw_fd());
+                monoio::spawn(conn::serve(stream, registration, ctx.clone()));
             }
             Err(e) if ctx.draining.get() => {
                 tracing::trace!(error = %e, "accept cancelled by drain");
