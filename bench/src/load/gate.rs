@@ -48,6 +48,15 @@ impl Gate {
         }
     }
 
+    /// Called (through [`Arrival`]) for a worker that panicked during setup: counts it as
+    /// arrived and failed without waiting, so `open` cannot hang on it.
+    fn abandon(&self) {
+        let mut state = self.lock();
+        state.arrived += 1;
+        state.failed = true;
+        self.changed.notify_all();
+    }
+
     /// Called by the run's thread after spawning `spawned` workers: waits for all of them to
     /// arrive, then starts the clock if `go` and no setup failed, else aborts. Returns whether
     /// the run started.
@@ -63,6 +72,36 @@ impl Gate {
         state.verdict = Some(start.then(Instant::now));
         self.changed.notify_all();
         start
+    }
+}
+
+/// A worker's promise to arrive at the gate: dropped unfulfilled (a panic during setup), it
+/// abandons the gate instead.
+pub(crate) struct Arrival<'g> {
+    gate: &'g Gate,
+    arrived: bool,
+}
+
+impl<'g> Arrival<'g> {
+    pub(crate) fn new(gate: &'g Gate) -> Self {
+        Self {
+            gate,
+            arrived: false,
+        }
+    }
+
+    /// See [`Gate::arrive`].
+    pub(crate) fn arrive(mut self, setup_ok: bool) -> Option<Instant> {
+        self.arrived = true;
+        self.gate.arrive(setup_ok)
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if !self.arrived {
+            self.gate.abandon();
+        }
     }
 }
 
@@ -83,6 +122,21 @@ mod tests {
         });
         assert!(zeros[0].is_some());
         assert!(zeros.iter().all(|z| *z == zeros[0]));
+    }
+
+    #[test]
+    fn a_panicking_setup_aborts_instead_of_hanging() {
+        let gate = Gate::default();
+        std::thread::scope(|s| {
+            let ok = s.spawn(|| Arrival::new(&gate).arrive(true));
+            let panicked = s.spawn(|| {
+                let _arrival = Arrival::new(&gate);
+                panic!("setup failed");
+            });
+            assert!(!gate.open(2, true));
+            assert_eq!(ok.join().expect("worker"), None);
+            assert!(panicked.join().is_err());
+        });
     }
 
     #[test]

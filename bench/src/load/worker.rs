@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+use super::gate::Arrival;
 use super::pacer::Pacer;
 use super::slot::{Pending, Phase, Slot};
 use super::tally::{ErrorClass, Tally};
@@ -55,8 +56,9 @@ const TIMER_TOKEN: u64 = u64::MAX;
 
 /// Runs worker `index` with `connections` slots: set up, wait at the gate, loop, report.
 pub(crate) fn work(shared: &Shared<'_>, index: usize, connections: usize) -> Result<Worked, Error> {
+    let arrival = Arrival::new(&shared.gate);
     let setup = Worker::new(shared, index, connections);
-    let Some(zero) = shared.gate.arrive(setup.is_ok()) else {
+    let Some(zero) = arrival.arrive(setup.is_ok()) else {
         return setup.map(|_| Worked {
             tally: Tally::new(),
             zero: None,
