@@ -131,7 +131,7 @@ impl<'s, 'p> Worker<'s, 'p> {
         let epoll = Epoll::new().map_err(setup)?;
         let timer = Timer::new().map_err(setup)?;
         epoll
-            .add(timer.as_fd(), TIMER_TOKEN, Interest::Read)
+            .add(timer.as_fd(), TIMER_TOKEN, Interest::ReadEdge)
             .map_err(setup)?;
         let request_len = shared.requests.iter().map(Vec::len).max().unwrap_or(0);
         let pipeline = plan.pipeline.get();
@@ -226,7 +226,7 @@ impl<'s, 'p> Worker<'s, 'p> {
             for k in 0..self.events.len() {
                 let event = self.events.get(k);
                 if event.token == TIMER_TOKEN {
-                    self.timer.clear();
+                    self.timer.fired();
                     continue;
                 }
                 let i = event.token as usize;

@@ -1,7 +1,7 @@
 //! The only room in this crate where `unsafe` is allowed: thin, safe wrappers over the Linux
 //! syscalls the load generator needs and that no allowed crate wraps the way we want.
 //!
-//! Owns: level-triggered epoll ([`epoll`]), a nanosecond-precision wake-up timer ([`timer`]),
+//! Owns: epoll, level-triggered for sockets ([`epoll`]), a nanosecond-precision wake-up timer ([`timer`]),
 //! per-thread CPU accounting ([`rusage`]) and CPU pinning ([`affinity`]).
 //! Does not own: sockets (non-blocking `connect` comes from `mio::net::TcpStream`, which is safe)
 //! or any policy about when to call these.

@@ -65,18 +65,9 @@ impl Timer {
         Ok(())
     }
 
-    /// Consumes an expiry so the level-triggered fd stops being readable.
-    pub(crate) fn clear(&mut self) {
-        let mut ticks = [0u8; 8];
-        // SAFETY: `ticks` is 8 writable bytes, the size a timerfd read requires. EAGAIN (no
-        // expiry pending) is fine and ignored.
-        let _ = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                ticks.as_mut_ptr().cast::<libc::c_void>(),
-                ticks.len(),
-            )
-        };
+    /// Notes that the armed deadline passed (epoll reported the timer). With edge-triggered
+    /// registration nothing has to be read: the next `arm` resets the expiry count.
+    pub(crate) fn fired(&mut self) {
         self.armed = None;
     }
 }
