@@ -31,9 +31,13 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate the configuration, print the effective config, exit 0 or 2.
     CheckConfig(ServeArgs),
+    /// Internal: one worker process, started by a supervisor with its
+    /// control socket at fd 3 (`--isolation process`).
+    #[command(hide = true)]
+    Worker,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Directory to serve (default: the config file's `root`, else `.`).
     pub root: Option<PathBuf>,
@@ -78,19 +82,26 @@ where
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
-            let config = args.config()?;
-            serve(config, make)
+            let config = args.clone().config()?;
+            serve(config, args, make)
         }
+        Command::Worker => match crate::worker::process::main(make) {
+            Ok(crate::worker::State::Exited) => Ok(ExitCode::SUCCESS),
+            Ok(_) => Ok(ExitCode::FAILURE),
+            Err(e) => Err(anyhow::anyhow!(e)).context("worker process"),
+        },
     }
 }
 
-fn serve<F, M>(config: Config, make: M) -> anyhow::Result<ExitCode>
+fn serve<F, M>(config: Config, args: ServeArgs, make: M) -> anyhow::Result<ExitCode>
 where
     F: HandlerFactory,
     M: FnOnce(&Config) -> F,
 {
     let factory = make(&config);
-    let server = Server::new(config, factory);
+    // SIGHUP re-reads the same file and flags.
+    let reloader = Box::new(move || args.clone().config().map_err(|e| e.to_string()));
+    let server = Server::new(config, factory).with_reloader(reloader);
     forward_signals(server.handle()).context("cannot install signal handlers")?;
     let result = server.run(|ready| {
         let mut out = std::io::stdout().lock();

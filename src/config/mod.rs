@@ -185,6 +185,27 @@ pub struct RawConfig {
     /// Memory for small files, per worker.
     #[arg(long, value_name = "BYTES")]
     pub memory_cache_bytes: Option<u64>,
+    /// Workers as `thread`s of this process or as `process`es.
+    #[arg(long, value_name = "thread|process")]
+    pub isolation: Option<String>,
+    /// How worker processes are watched: `auto`, `pidfd` or `sigchld`.
+    #[arg(long, value_name = "auto|pidfd|sigchld")]
+    pub child_watch: Option<String>,
+    /// Crashed workers replaced within the restart window before giving up.
+    #[arg(long, value_name = "N")]
+    pub max_restarts: Option<u64>,
+    /// Seconds over which `--max-restarts` is counted.
+    #[arg(long, value_name = "SECONDS")]
+    pub restart_window: Option<f64>,
+    /// Seconds between health beats to each worker.
+    #[arg(long, value_name = "SECONDS")]
+    pub beat_interval: Option<f64>,
+    /// Seconds a worker has to answer a beat; two misses and it is replaced.
+    #[arg(long, value_name = "SECONDS")]
+    pub beat_timeout: Option<f64>,
+    /// Open connections across all workers (default: per-worker cap only).
+    #[arg(long, value_name = "N")]
+    pub max_connections_total: Option<u64>,
 }
 
 /// One `[[headers]]` table of the config file.
@@ -223,7 +244,9 @@ impl RawConfig {
             startup_timeout, drain_timeout, force_timeout, max_connections,
             header_timeout, keepalive_timeout, max_head_bytes, max_headers, admin,
             symlinks, dotfiles, index, cache_control, headers, file_cache_ttl,
-            file_cache_entries, small_file_max, memory_cache_bytes);
+            file_cache_entries, small_file_max, memory_cache_bytes, isolation,
+            child_watch, max_restarts, restart_window, beat_interval, beat_timeout,
+            max_connections_total);
         self.no_pin |= over.no_pin;
         self.autoindex |= over.autoindex;
         self
@@ -464,8 +487,60 @@ impl RawConfig {
         };
 
         let files = self.validate_files()?;
+        let isolation = match self.isolation.as_deref().unwrap_or("thread") {
+            "thread" => Isolation::Thread,
+            "process" => Isolation::Process,
+            other => {
+                return Err(invalid(
+                    "--isolation",
+                    format!("{other:?} is not a mode; use thread or process"),
+                ))
+            }
+        };
+        let child_watch = match self.child_watch.as_deref().unwrap_or("auto") {
+            "auto" => ChildWatchChoice::Auto,
+            "pidfd" => ChildWatchChoice::Pidfd,
+            "sigchld" => ChildWatchChoice::Sigchld,
+            other => {
+                return Err(invalid(
+                    "--child-watch",
+                    format!("{other:?} is not a method; use auto, pidfd or sigchld"),
+                ))
+            }
+        };
+        let restart_window = secs(
+            "--restart-window",
+            self.restart_window,
+            DEFAULT_RESTART_WINDOW_S,
+        )?;
+        let beat_interval = secs(
+            "--beat-interval",
+            self.beat_interval,
+            DEFAULT_BEAT_INTERVAL_S,
+        )?;
+        let beat_timeout = secs("--beat-timeout", self.beat_timeout, DEFAULT_BEAT_TIMEOUT_S)?;
+        let max_connections_total = match self.max_connections_total {
+            Some(0) => {
+                return Err(invalid(
+                    "--max-connections-total",
+                    "0 would admit nobody; use 1 or more",
+                ))
+            }
+            other => other,
+        };
 
         Ok(Config {
+            raw: RawConfig {
+                root: Some(std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone())),
+                ..self.clone()
+            },
+            isolation,
+            child_watch,
+            max_restarts: self.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS) as usize,
+            restart_window,
+            beat_interval,
+            beat_timeout,
+            max_connections_total,
             files,
             root,
             binds,
@@ -721,9 +796,53 @@ impl DriverChoice {
     }
 }
 
+/// Workers as threads or processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    Thread,
+    Process,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Thread => "thread",
+            Isolation::Process => "process",
+        }
+    }
+}
+
+/// How worker processes are watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildWatchChoice {
+    /// pidfds where the kernel has them, else SIGCHLD.
+    Auto,
+    Pidfd,
+    Sigchld,
+}
+
+/// A crash loop gives up after this many restarts in the window.
+pub const DEFAULT_MAX_RESTARTS: u64 = 5;
+/// The crash-loop window.
+pub const DEFAULT_RESTART_WINDOW_S: f64 = 60.0;
+/// A beat a second finds a wedged worker within a few seconds.
+pub const DEFAULT_BEAT_INTERVAL_S: f64 = 1.0;
+/// A healthy event loop answers a beat in microseconds; a second is slack.
+pub const DEFAULT_BEAT_TIMEOUT_S: f64 = 1.0;
+
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The raw settings this was validated from (root made absolute): what a
+    /// worker process is sent to rebuild the same `Config`.
+    pub raw: RawConfig,
+    pub isolation: Isolation,
+    pub child_watch: ChildWatchChoice,
+    pub max_restarts: usize,
+    pub restart_window: Duration,
+    pub beat_interval: Duration,
+    pub beat_timeout: Duration,
+    pub max_connections_total: Option<u64>,
     /// Directory served by the file handler.
     pub root: PathBuf,
     /// The file handler's settings.
@@ -777,6 +896,13 @@ struct Effective {
     small_file_max: u64,
     memory_cache_bytes: usize,
     headers: Vec<HeaderRuleRaw>,
+    isolation: &'static str,
+    child_watch: &'static str,
+    max_restarts: usize,
+    restart_window: f64,
+    beat_interval: f64,
+    beat_timeout: f64,
+    max_connections_total: Option<u64>,
 }
 
 impl Config {
@@ -817,6 +943,17 @@ impl Config {
                     set: r.set.iter().cloned().collect(),
                 })
                 .collect(),
+            isolation: self.isolation.name(),
+            child_watch: match self.child_watch {
+                ChildWatchChoice::Auto => "auto",
+                ChildWatchChoice::Pidfd => "pidfd",
+                ChildWatchChoice::Sigchld => "sigchld",
+            },
+            max_restarts: self.max_restarts,
+            restart_window: self.restart_window.as_secs_f64(),
+            beat_interval: self.beat_interval.as_secs_f64(),
+            beat_timeout: self.beat_timeout.as_secs_f64(),
+            max_connections_total: self.max_connections_total,
         };
         toml::to_string(&e).unwrap_or_else(|err| format!("# cannot render config: {err}\n"))
     }

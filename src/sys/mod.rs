@@ -9,8 +9,16 @@
 //!   activation (LISTEN_FDS) into owned fds.
 //! - `openat2`: kernel-enforced containment under a directory fd.
 //! - `sendfile`: zero-copy file → socket with explicit offsets.
+//! - `pidfd`: race-free child handles, signals, group kills.
+//! - `fdpass`: SCM_RIGHTS over the control channel.
+//! - `spawn`: a worker process's new session and control fd 3.
+//! - `shm`: the shared connection-budget counter (memfd + mmap).
 
 pub mod affinity;
+pub mod fdpass;
 pub mod openat2;
+pub mod pidfd;
 pub mod sendfile;
+pub mod shm;
 pub mod socket;
+pub mod spawn;

@@ -27,7 +27,7 @@ impl Admin {
     pub fn start(
         addr: SocketAddr,
         phase: Arc<PhaseCell>,
-        stats: Arc<Vec<Arc<WorkerStats>>>,
+        stats: super::StatsTable,
     ) -> io::Result<Admin> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
@@ -41,7 +41,9 @@ impl Admin {
                         break;
                     }
                     if let Ok(conn) = conn {
-                        let _ = answer(conn, &phase, &stats);
+                        let table: Vec<Arc<WorkerStats>> =
+                            stats.read().map(|t| t.clone()).unwrap_or_default();
+                        let _ = answer(conn, &phase, &table);
                     }
                 }
             })?;
@@ -121,17 +123,17 @@ fn answer(mut conn: TcpStream, phase: &PhaseCell, stats: &[Arc<WorkerStats>]) ->
     Ok(())
 }
 
-/// Prometheus text exposition (format 0.0.4) of every worker's counters.
+/// Prometheus text exposition (format 0.0.4) of every worker's counters,
+/// per worker and summed.
 pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
     use std::fmt::Write as _;
-    let mut out = String::new();
     type Series = (
         &'static str,
         &'static str,
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let counters: [Series; 3] = [
+    let series: [Series; 5] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -150,11 +152,36 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "Requests parsed.",
             |s| WorkerStats::get(&s.requests),
         ),
+        (
+            "servery_worker_rss_bytes",
+            "gauge",
+            "Resident memory of the worker's process (last beat).",
+            |s| WorkerStats::get(&s.rss_bytes),
+        ),
+        (
+            "servery_worker_cpu_seconds_total",
+            "counter",
+            "CPU time of the worker (last beat), microseconds / 1e6.",
+            |s| WorkerStats::get(&s.cpu_micros),
+        ),
     ];
-    for (name, kind, help, get) in counters {
+    let mut out = String::new();
+    for (name, kind, help, get) in series {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let mut sum = 0u64;
         for (i, s) in stats.iter().enumerate() {
-            let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", get(s));
+            let v = get(s);
+            sum += v;
+            if name == "servery_worker_cpu_seconds_total" {
+                let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {:.6}", v as f64 / 1e6);
+            } else {
+                let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {v}");
+            }
+        }
+        if name == "servery_worker_cpu_seconds_total" {
+            let _ = writeln!(out, "{name} {:.6}", sum as f64 / 1e6);
+        } else {
+            let _ = writeln!(out, "{name} {sum}");
         }
     }
     let name = "servery_responses_total";
@@ -162,14 +189,14 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         out,
         "# HELP {name} Responses by status class.\n# TYPE {name} counter"
     );
-    for (i, s) in stats.iter().enumerate() {
-        for class in 1..=5 {
-            let _ = writeln!(
-                out,
-                "{name}{{worker=\"{i}\",class=\"{class}xx\"}} {}",
-                WorkerStats::get(&s.responses[class])
-            );
+    for class in 1..=5 {
+        let mut sum = 0;
+        for (i, s) in stats.iter().enumerate() {
+            let v = WorkerStats::get(&s.responses[class]);
+            sum += v;
+            let _ = writeln!(out, "{name}{{worker=\"{i}\",class=\"{class}xx\"}} {v}");
         }
+        let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
     }
     out
 }
@@ -189,5 +216,6 @@ mod tests {
         assert!(text.contains("servery_requests_total{worker=\"0\"} 0\n"));
         assert!(text.contains("servery_requests_total{worker=\"1\"} 7\n"));
         assert!(text.contains("servery_responses_total{worker=\"1\",class=\"2xx\"} 0\n"));
+        assert!(text.contains("servery_requests_total 7\n"));
     }
 }

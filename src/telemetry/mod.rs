@@ -13,6 +13,10 @@ pub mod admin;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
+/// Every worker slot's counters, as the admin endpoint reads them; grows if
+/// a reload adds workers.
+pub type StatsTable = std::sync::Arc<std::sync::RwLock<Vec<std::sync::Arc<WorkerStats>>>>;
+
 /// Counters of one worker.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -22,6 +26,10 @@ pub struct WorkerStats {
     pub requests: AtomicU64,
     /// Responses by status class: index 1..=5 for 1xx..5xx.
     pub responses: [AtomicU64; 6],
+    /// Last reported RSS of the worker's process (from beats).
+    pub rss_bytes: AtomicU64,
+    /// Last reported CPU time of the worker (from beats), microseconds.
+    pub cpu_micros: AtomicU64,
 }
 
 impl WorkerStats {
@@ -36,6 +44,83 @@ impl WorkerStats {
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+}
+
+/// A point-in-time copy of a worker's counters, carried in beat replies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    pub connections_accepted: u64,
+    pub connections_open: u64,
+    pub requests: u64,
+    pub responses: [u64; 6],
+    /// Resident set of the worker's process, bytes.
+    pub rss_bytes: u64,
+    /// CPU time of the worker's thread, microseconds.
+    pub cpu_micros: u64,
+}
+
+impl Snapshot {
+    /// Read `stats`, the calling thread's CPU time and the process's RSS.
+    pub fn take(stats: &WorkerStats) -> Snapshot {
+        let mut responses = [0u64; 6];
+        for (i, r) in stats.responses.iter().enumerate() {
+            responses[i] = WorkerStats::get(r);
+        }
+        Snapshot {
+            connections_accepted: WorkerStats::get(&stats.connections_accepted),
+            connections_open: WorkerStats::get(&stats.connections_open),
+            requests: WorkerStats::get(&stats.requests),
+            responses,
+            rss_bytes: process_rss_bytes(),
+            cpu_micros: thread_cpu_micros(),
+        }
+    }
+
+    /// Counters plus `other`'s (gauges too: callers sum live workers).
+    pub fn add(&mut self, other: &Snapshot) {
+        self.connections_accepted += other.connections_accepted;
+        self.connections_open += other.connections_open;
+        self.requests += other.requests;
+        for i in 0..6 {
+            self.responses[i] += other.responses[i];
+        }
+        self.rss_bytes += other.rss_bytes;
+        self.cpu_micros += other.cpu_micros;
+    }
+
+    /// Store into the atomics the admin endpoint reads.
+    pub fn store(&self, stats: &WorkerStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        stats
+            .connections_accepted
+            .store(self.connections_accepted, Relaxed);
+        stats.connections_open.store(self.connections_open, Relaxed);
+        stats.requests.store(self.requests, Relaxed);
+        for i in 0..6 {
+            stats.responses[i].store(self.responses[i], Relaxed);
+        }
+        stats.rss_bytes.store(self.rss_bytes, Relaxed);
+        stats.cpu_micros.store(self.cpu_micros, Relaxed);
+    }
+}
+
+/// RSS of this process from /proc/self/statm (pages × page size).
+fn process_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// CPU time of the calling thread (utime + stime) from /proc/thread-self/stat.
+fn thread_cpu_micros() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    // Fields after the `(comm)`: state is field 3; utime 14 and stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // CLK_TCK is 100 on every Linux ABI we run on.
+    (ticks(11) + ticks(12)) * 10_000
 }
 
 /// The server's phase as `/readyz` sees it.

@@ -3,18 +3,25 @@
 //! The barrier tests need a worker that is slow to prepare or fails to.
 //! Only the test suites set the variable; an operator never does, and an
 //! unset or unparsable value injects nothing. Syntax: `;`-separated items,
-//! `delay-prepare=WORKER:MILLIS` or `fail-prepare=WORKER`.
+//! `delay-prepare=WORKER:MILLIS`, `fail-prepare=WORKER`,
+//! `ignore-drain=WORKER` or `hang-after-ready=WORKER`.
 
 use std::time::Duration;
 
 /// Environment variable the tests set.
 pub const ENV: &str = "SERVERY_TEST_FAULT";
 
-/// What to do to one worker before it reports PREPARED.
+/// A fault injected into one worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
+    /// Sleep before reporting PREPARED.
     DelayPrepare(Duration),
+    /// Fail instead of reporting PREPARED.
     FailPrepare,
+    /// Ignore DRAIN (and, as a process, SIGTERM): only a kill ends it.
+    IgnoreDrain,
+    /// Wedge the event loop right after READY: beats go unanswered.
+    HangAfterReady,
 }
 
 /// The fault (if any) configured for `worker`.
@@ -36,6 +43,12 @@ fn parse(spec: &str, worker: usize) -> Option<Fault> {
             }
             "fail-prepare" if arg.trim().parse::<usize>().ok()? == worker => {
                 return Some(Fault::FailPrepare)
+            }
+            "ignore-drain" if arg.trim().parse::<usize>().ok()? == worker => {
+                return Some(Fault::IgnoreDrain)
+            }
+            "hang-after-ready" if arg.trim().parse::<usize>().ok()? == worker => {
+                return Some(Fault::HangAfterReady)
             }
             _ => {}
         }

@@ -19,6 +19,7 @@
 
 mod conn;
 pub mod fault;
+pub mod process;
 mod registry;
 
 use std::cell::{Cell, RefCell};
@@ -41,7 +42,7 @@ use registry::Registry;
 
 /// A worker's life. Changed only by `Lifecycle::enter`, which logs and
 /// reports every transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum State {
     /// Thread started: pinning, building the runtime, making the handler.
     Starting,
@@ -58,7 +59,7 @@ pub enum State {
 }
 
 /// The I/O driver a worker runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Driver {
     IoUring,
     Epoll,
@@ -74,7 +75,7 @@ impl Driver {
 }
 
 /// Supervisor → worker messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Control {
     /// The PREPARED quorum is complete: start accepting.
     Commit,
@@ -84,10 +85,13 @@ pub enum Control {
     Drain,
     /// Drain deadline passed: cut every open connection.
     Force,
+    /// Health beat: answer with a report carrying the same number. Answered
+    /// by the worker's event loop itself, so a wedged loop misses it.
+    Beat(u64),
 }
 
-/// Worker → supervisor: one transition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Worker → supervisor: one transition, or a beat reply.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub worker: usize,
     pub state: State,
@@ -97,6 +101,8 @@ pub struct Report {
     pub reason: Option<String>,
     /// Set on `Exited`: connections cut by FORCE.
     pub cut: usize,
+    /// Set on a beat reply (the state is then unchanged).
+    pub beat: Option<u64>,
 }
 
 /// Connection-level settings every worker shares.
@@ -106,6 +112,8 @@ pub struct Settings {
     pub header_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub max_connections: usize,
+    /// `--max-connections-total`: the global cap the shared budget enforces.
+    pub max_connections_total: Option<u64>,
 }
 
 /// Everything a worker thread starts with.
@@ -119,6 +127,8 @@ pub(crate) struct Init<F> {
     pub stats: Arc<WorkerStats>,
     pub control: flume::Receiver<Control>,
     pub report: Arc<dyn Fn(Report) + Send + Sync>,
+    /// The connection budget shared by all workers (with `max_connections_total`).
+    pub budget: Option<Arc<crate::sys::shm::SharedCounter>>,
 }
 
 /// The one writer of a worker's [`State`].
@@ -143,6 +153,19 @@ impl Lifecycle {
             driver,
             reason,
             cut,
+            beat: None,
+        });
+    }
+
+    /// Answer a beat without changing state.
+    fn beat(&self, seq: u64) {
+        (self.report)(Report {
+            worker: self.worker,
+            state: self.state.get(),
+            driver: None,
+            reason: None,
+            cut: 0,
+            beat: Some(seq),
         });
     }
 
@@ -151,9 +174,9 @@ impl Lifecycle {
     }
 }
 
-/// Body of a worker thread. Reports every transition; returns when Exited or
-/// Aborted.
-pub(crate) fn run<F: HandlerFactory>(init: Init<F>) {
+/// Body of a worker thread. Reports every transition; returns the final
+/// state (Exited or Aborted).
+pub(crate) fn run<F: HandlerFactory>(init: Init<F>) -> State {
     let life = Lifecycle {
         worker: init.index,
         state: Cell::new(State::Starting),
@@ -162,15 +185,17 @@ pub(crate) fn run<F: HandlerFactory>(init: Init<F>) {
     life.enter(State::Starting, None, None, 0);
     if let Some(cpu) = init.cpu {
         if let Err(e) = crate::sys::affinity::pin_current_thread(cpu) {
-            return life.abort(format!("cannot pin to cpu {cpu}: {e}"));
+            life.abort(format!("cannot pin to cpu {cpu}: {e}"));
+            return State::Aborted;
         }
     }
     match fault::for_worker(init.index) {
         Some(fault::Fault::FailPrepare) => {
-            return life.abort("injected prepare failure (SERVERY_TEST_FAULT)".into())
+            life.abort("injected prepare failure (SERVERY_TEST_FAULT)".into());
+            return State::Aborted;
         }
         Some(fault::Fault::DelayPrepare(d)) => std::thread::sleep(d),
-        None => {}
+        Some(fault::Fault::IgnoreDrain) | Some(fault::Fault::HangAfterReady) | None => {}
     }
     let outcome = match init.driver {
         DriverChoice::Epoll => on_epoll(init, &life),
@@ -192,6 +217,7 @@ pub(crate) fn run<F: HandlerFactory>(init: Init<F>) {
         Ok(cut) => life.enter(State::Exited, None, None, cut),
         Err(reason) => life.abort(reason),
     }
+    life.state.get()
 }
 
 /// io_uring setup flags, best first. Completions are delivered as task work;
@@ -266,18 +292,21 @@ async fn lifecycle<F: HandlerFactory>(
         .map_err(|e| format!("cannot make the handler: {e}"))?;
     life.enter(State::Prepared, Some(driver), None, 0);
 
-    match init.control.recv_async().await {
-        Ok(Control::Commit) => {}
-        Ok(other) => {
-            tracing::debug!(worker = init.index, ?other, "rolled back before commit");
-            return Ok(0);
-        }
-        Err(_) => {
-            tracing::warn!(
-                worker = init.index,
-                "supervisor gone before commit; exiting"
-            );
-            return Ok(0);
+    loop {
+        match init.control.recv_async().await {
+            Ok(Control::Commit) => break,
+            Ok(Control::Beat(seq)) => life.beat(seq),
+            Ok(other) => {
+                tracing::debug!(worker = init.index, ?other, "rolled back before commit");
+                return Ok(0);
+            }
+            Err(_) => {
+                tracing::warn!(
+                    worker = init.index,
+                    "supervisor gone before commit; exiting without serving"
+                );
+                return Ok(0);
+            }
         }
     }
 
@@ -293,7 +322,7 @@ async fn lifecycle<F: HandlerFactory>(
         settings: init.settings,
         stats: init.stats,
         date: RefCell::new(DateCache::default()),
-        registry: Rc::new(Registry::default()),
+        registry: Rc::new(Registry::new(init.budget.clone())),
         draining: Cell::new(false),
     });
     let canceller = Canceller::new();
@@ -307,6 +336,16 @@ async fn lifecycle<F: HandlerFactory>(
         ));
     }
     life.enter(State::Running, None, None, 0);
+    let ignore_drain = matches!(
+        fault::for_worker(init.index),
+        Some(fault::Fault::IgnoreDrain)
+    );
+    if let Some(fault::Fault::HangAfterReady) = fault::for_worker(init.index) {
+        tracing::warn!(worker = init.index, "injected hang (SERVERY_TEST_FAULT)");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
 
     let mut canceller = Some(canceller);
     let mut cut = 0;
@@ -337,6 +376,17 @@ async fn lifecycle<F: HandlerFactory>(
                 false
             }
             Some(Ok(Control::Commit)) => false,
+            Some(Ok(Control::Beat(seq))) => {
+                life.beat(seq);
+                false
+            }
+            Some(Ok(Control::Drain)) | Some(Ok(Control::Abort)) if ignore_drain => {
+                tracing::warn!(
+                    worker = init.index,
+                    "injected: ignoring DRAIN (SERVERY_TEST_FAULT)"
+                );
+                false
+            }
             Some(Ok(Control::Drain)) | Some(Ok(Control::Abort)) => true,
             Some(Err(_)) => {
                 tracing::warn!(worker = init.index, "supervisor gone; draining");
@@ -379,6 +429,21 @@ async fn accept_loop<H: Handler>(
                     continue;
                 }
                 WorkerStats::add(&ctx.stats.connections_accepted, 1);
+                if let (Some(limit), Some(budget)) =
+                    (ctx.settings.max_connections_total, &ctx.registry.budget)
+                {
+                    // The global budget is spent: hold this connection (and
+                    // accept no more) until any worker frees a unit.
+                    while !budget.try_acquire(limit) {
+                        if ctx.draining.get() {
+                            break;
+                        }
+                        monoio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    if ctx.draining.get() {
+                        break;
+                    }
+                }
                 // Register before spawning, so the cap check above sees it.
                 let registration = ctx.registry.register(stream.as_raw_fd());
                 monoio::spawn(conn::serve(stream, registration, ctx.clone()));

@@ -24,11 +24,14 @@ struct Entry {
 }
 
 /// Open connections of one worker.
-#[derive(Default)]
 pub(crate) struct Registry {
     entries: RefCell<Slab<Entry>>,
     /// Woken when a connection closes (accept loop at the cap, drain end).
     closed: Waiters,
+    /// The global connection budget, when `--max-connections-total` is set:
+    /// a unit is taken by the accept loop and given back when the
+    /// connection's registration drops.
+    pub(crate) budget: Option<std::sync::Arc<crate::sys::shm::SharedCounter>>,
 }
 
 /// Held by a connection task; removes its entry on drop, before the stream
@@ -49,11 +52,22 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.entries.borrow_mut().try_remove(self.key);
+        if let Some(b) = &self.registry.budget {
+            b.release();
+        }
         self.registry.closed.wake_all();
     }
 }
 
 impl Registry {
+    pub(crate) fn new(budget: Option<std::sync::Arc<crate::sys::shm::SharedCounter>>) -> Registry {
+        Registry {
+            entries: RefCell::new(Slab::new()),
+            closed: Waiters::default(),
+            budget,
+        }
+    }
+
     pub(crate) fn register(self: &Rc<Self>, fd: RawFd) -> Registration {
         let idle = Rc::new(Cell::new(true));
         let key = self.entries.borrow_mut().insert(Entry {

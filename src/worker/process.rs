@@ -1,0 +1,115 @@
+//! A worker as its own process: the `servery worker` entry point.
+//!
+//! The supervisor re-executes its binary with the hidden `worker` subcommand
+//! in a new session, with the control socket at fd 3. Here we:
+//! 1. adopt fd 3 (validated as SOCK_SEQPACKET) and read `Init`, whose
+//!    listening sockets (and budget memfd) arrive as SCM_RIGHTS;
+//! 2. validate the sent config into the same `Config` the supervisor holds
+//!    and make the handler;
+//! 3. forward control messages from a reader thread into the worker's
+//!    channel; EOF (the supervisor died) disconnects it, which the worker
+//!    treats as "exit before COMMIT, drain after READY";
+//! 4. run the worker on this thread (pinned) and exit 0 when it Exited,
+//!    1 when it Aborted.
+
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use super::{Init as WorkerInit, Report, Settings, State};
+use crate::app::HandlerFactory;
+use crate::config::Config;
+use crate::supervisor::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
+use crate::telemetry::{Snapshot, WorkerStats};
+
+/// Run this process as one worker. `make` builds the handler factory from
+/// the config, exactly as the supervisor's binary does.
+pub fn main<F, M>(make: M) -> Result<State, String>
+where
+    F: HandlerFactory,
+    M: FnOnce(&Config) -> F,
+{
+    let control = Arc::new(crate::sys::spawn::take_control_fd().map_err(|e| e.to_string())?);
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let (first, mut fds) = protocol::recv::<ToWorker>(control.as_fd(), &mut buf)
+        .map_err(|e| format!("control channel: {e}"))?
+        .ok_or("supervisor closed the control channel before sending Init")?;
+    let ToWorker::Init(init) = first else {
+        return Err("first control message was not Init".into());
+    };
+    let expected = init.listeners + usize::from(init.budget);
+    if fds.len() != expected {
+        return Err(format!(
+            "Init carried {} fds, expected {expected}",
+            fds.len()
+        ));
+    }
+    let budget = if init.budget {
+        let fd = fds.pop().ok_or("missing budget fd")?;
+        Some(Arc::new(
+            crate::sys::shm::SharedCounter::map(fd).map_err(|e| format!("budget: {e}"))?,
+        ))
+    } else {
+        None
+    };
+    let sockets: Vec<socket2::Socket> = fds.into_iter().map(socket2::Socket::from).collect();
+    let config = init
+        .config
+        .clone()
+        .validate()
+        .map_err(|e| format!("config sent by the supervisor is invalid here: {e}"))?;
+    if let Some(super::fault::Fault::IgnoreDrain) = super::fault::for_worker(init.slot) {
+        crate::sys::spawn::ignore_sigterm();
+    }
+    let factory = make(&config);
+
+    let (tx, rx) = flume::unbounded();
+    let reader = control.clone();
+    std::thread::Builder::new()
+        .name("servery-control".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; MAX_MESSAGE];
+            while let Ok(Some((ToWorker::Control(c), _))) =
+                protocol::recv::<ToWorker>(reader.as_fd(), &mut buf)
+            {
+                if tx.send(c).is_err() {
+                    break;
+                }
+            }
+            // Dropping `tx` disconnects the worker's channel: supervisor gone.
+        })
+        .map_err(|e| format!("cannot start the control reader: {e}"))?;
+
+    let stats = Arc::new(WorkerStats::default());
+    let report_stats = stats.clone();
+    let writer = control.clone();
+    let report = Arc::new(move |r: Report| {
+        let snapshot = r.beat.map(|_| Snapshot::take(&report_stats));
+        let _ = protocol::send(
+            writer.as_fd(),
+            &FromWorker {
+                report: r,
+                snapshot,
+            },
+            &[],
+        );
+    });
+    let settings = Settings {
+        limits: config.limits,
+        header_timeout: config.header_timeout,
+        keepalive_timeout: config.keepalive_timeout,
+        max_connections: config.max_connections.get(),
+        max_connections_total: config.max_connections_total,
+    };
+    Ok(super::run(WorkerInit {
+        index: init.slot,
+        cpu: init.cpu,
+        sockets,
+        driver: config.driver,
+        settings,
+        factory: Arc::new(factory),
+        stats,
+        control: rx,
+        report,
+        budget,
+    }))
+}
