@@ -312,11 +312,7 @@ fn connection_held_past_drain_timeout_is_cut(driver: &str) {
         .wait_exit(Duration::from_secs(5))
         .expect("did not exit");
     assert_eq!(status.code(), Some(1));
-    assert!(
-        server.stderr().contains("were cut"),
-        "{}",
-        server.stderr()
-    );
+    assert!(server.stderr().contains("were cut"), "{}", server.stderr());
     // The client sees the cut: the stream ends before the whole body.
     let mut rest = Vec::new();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -470,4 +466,23 @@ fn inherits_a_systemd_socket() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// nginx's `send_timeout`: a client that stops taking bytes is dropped.
+#[test]
+fn client_that_stops_reading_is_dropped_after_send_timeout() {
+    let root = docroot(BIG);
+    let server = serve(&root, "uring", &["--send-timeout", "1"]);
+    let (mut s, head_len) = slow_download(&server, "");
+    // Stall well past the timeout, then read what is left.
+    std::thread::sleep(Duration::from_secs(3));
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(
+        1024 - head_len + rest.len() < BIG,
+        "the whole body arrived; not dropped"
+    );
+    // The server is still fine.
+    assert_eq!(server.get("/small.txt").status, 200);
 }

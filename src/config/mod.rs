@@ -43,6 +43,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
 pub const DEFAULT_HEADER_TIMEOUT_S: f64 = 20.0;
 /// Idle time between requests on a kept-alive connection (nginx uses 75 s).
 pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
+/// A client that takes no response bytes for this long is dropped (nginx
+/// `send_timeout` is 60 s).
+pub const DEFAULT_SEND_TIMEOUT_S: f64 = 60.0;
 /// nginx accepts 4 × 8 KiB header buffers; 16 KiB heads cover real browsers
 /// with large cookies while bounding per-connection memory.
 pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -144,6 +147,9 @@ pub struct RawConfig {
     /// Seconds a kept-alive connection may idle.
     #[arg(long, value_name = "SECONDS")]
     pub keepalive_timeout: Option<f64>,
+    /// Seconds a client may take to accept more response bytes.
+    #[arg(long, value_name = "SECONDS")]
+    pub send_timeout: Option<f64>,
     /// Largest request head in bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_head_bytes: Option<u64>,
@@ -242,7 +248,7 @@ impl RawConfig {
     pub fn merge(mut self, over: RawConfig) -> RawConfig {
         merge_fields!(self, over; root, bind, workers, cpus, listener, driver,
             startup_timeout, drain_timeout, force_timeout, max_connections,
-            header_timeout, keepalive_timeout, max_head_bytes, max_headers, admin,
+            header_timeout, keepalive_timeout, send_timeout, max_head_bytes, max_headers, admin,
             symlinks, dotfiles, index, cache_control, headers, file_cache_ttl,
             file_cache_entries, small_file_max, memory_cache_bytes, isolation,
             child_watch, max_restarts, restart_window, beat_interval, beat_timeout,
@@ -442,6 +448,7 @@ impl RawConfig {
             self.keepalive_timeout,
             DEFAULT_KEEPALIVE_TIMEOUT_S,
         )?;
+        let send_timeout = secs("--send-timeout", self.send_timeout, DEFAULT_SEND_TIMEOUT_S)?;
 
         let max_connections = positive(
             "--max-connections",
@@ -554,6 +561,7 @@ impl RawConfig {
             max_connections,
             header_timeout,
             keepalive_timeout,
+            send_timeout,
             limits: Limits {
                 max_head_bytes,
                 max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES.min(max_head_bytes),
@@ -863,6 +871,7 @@ pub struct Config {
     pub max_connections: NonZeroUsize,
     pub header_timeout: Duration,
     pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
     pub limits: Limits,
     pub admin: Option<SocketAddr>,
 }
@@ -883,6 +892,7 @@ struct Effective {
     max_connections: usize,
     header_timeout: f64,
     keepalive_timeout: f64,
+    send_timeout: f64,
     max_head_bytes: usize,
     max_headers: usize,
     admin: Option<String>,
@@ -922,6 +932,7 @@ impl Config {
             max_connections: self.max_connections.get(),
             header_timeout: self.header_timeout.as_secs_f64(),
             keepalive_timeout: self.keepalive_timeout.as_secs_f64(),
+            send_timeout: self.send_timeout.as_secs_f64(),
             max_head_bytes: self.limits.max_head_bytes,
             max_headers: self.limits.max_headers,
             admin: self.admin.map(|a| a.to_string()),

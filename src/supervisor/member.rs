@@ -80,6 +80,7 @@ fn settings(config: &Config) -> Settings {
         limits: config.limits,
         header_timeout: config.header_timeout,
         keepalive_timeout: config.keepalive_timeout,
+        send_timeout: config.send_timeout,
         max_connections: config.max_connections.get(),
         max_connections_total: config.max_connections_total,
     }

@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use monoio::buf::{IoBufMut, SliceMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
@@ -139,7 +139,8 @@ pub(crate) async fn serve<H: Handler>(
             discard = declared;
             push_response(&ctx, &mut out, &resp, include_body, persistence);
             if include_body && matches!(resp.body, Body::File(_) | Body::Parts(_)) {
-                let (res, buf) = send_body(&mut stream, out, &resp.body).await;
+                let (res, buf) =
+                    send_body(&mut stream, out, &resp.body, settings.send_timeout).await;
                 out = buf;
                 if res.is_err() {
                     return;
@@ -154,7 +155,7 @@ pub(crate) async fn serve<H: Handler>(
 
         // 3. One write for the whole batch.
         if !out.is_empty() {
-            let (res, buf) = stream.write_all(out).await;
+            let (res, buf) = write_timed(&mut stream, out, settings.send_timeout).await;
             out = buf;
             out.clear();
             if res.is_err() {
@@ -270,6 +271,7 @@ async fn send_body(
     stream: &mut TcpStream,
     mut out: Vec<u8>,
     body: &Body,
+    send_timeout: Duration,
 ) -> (io::Result<()>, Vec<u8>) {
     let single;
     let parts: &[Part] = match body {
@@ -285,14 +287,14 @@ async fn send_body(
             Part::Bytes(b) => out.extend_from_slice(b),
             Part::File(f) => {
                 if !out.is_empty() {
-                    let (res, buf) = stream.write_all(out).await;
+                    let (res, buf) = write_timed(stream, out, send_timeout).await;
                     out = buf;
                     out.clear();
                     if let Err(e) = res {
                         return (Err(e), out);
                     }
                 }
-                let (res, buf) = send_file(stream, out, f).await;
+                let (res, buf) = send_file(stream, out, f, send_timeout).await;
                 out = buf;
                 if let Err(e) = res {
                     return (Err(e), out);
@@ -310,6 +312,7 @@ async fn send_file(
     stream: &mut TcpStream,
     out: Vec<u8>,
     file: &FileRange,
+    send_timeout: Duration,
 ) -> (io::Result<()>, Vec<u8>) {
     let fd = stream.as_raw_fd();
     let was_nonblocking = match sendfile::set_nonblocking(fd, true) {
@@ -328,9 +331,16 @@ async fn send_file(
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if let Err(e) = stream.writable(false).await {
-                    result = Err(e);
-                    break;
+                match monoio::time::timeout(send_timeout, stream.writable(false)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        result = Err(e);
+                        break;
+                    }
+                    Err(_) => {
+                        result = Err(io::Error::from(io::ErrorKind::TimedOut));
+                        break;
+                    }
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -342,7 +352,7 @@ async fn send_file(
                     offset,
                     len: end - offset,
                 };
-                return send_buffered(stream, out, &rest).await;
+                return send_buffered(stream, out, &rest, send_timeout).await;
             }
             Err(e) => {
                 result = Err(e);
@@ -361,6 +371,7 @@ async fn send_buffered(
     stream: &mut TcpStream,
     mut out: Vec<u8>,
     file: &FileRange,
+    send_timeout: Duration,
 ) -> (io::Result<()>, Vec<u8>) {
     let mut offset = file.offset;
     let end = file.offset + file.len;
@@ -382,7 +393,7 @@ async fn send_buffered(
                 return (Err(e), out);
             }
         }
-        let (res, buf) = stream.write_all(out).await;
+        let (res, buf) = write_timed(stream, out, send_timeout).await;
         out = buf;
         out.clear();
         if let Err(e) = res {
@@ -390,4 +401,19 @@ async fn send_buffered(
         }
     }
     (Ok(()), out)
+}
+
+/// Write all of `out`, giving up after `limit` (nginx's `send_timeout`): a
+/// client that stops reading cannot hold the connection forever. On timeout
+/// the buffer stays with the cancelled write; a fresh one is returned and
+/// the connection closes.
+async fn write_timed(
+    stream: &mut TcpStream,
+    out: Vec<u8>,
+    limit: Duration,
+) -> (io::Result<()>, Vec<u8>) {
+    match monoio::time::timeout(limit, stream.write_all(out)).await {
+        Ok((res, buf)) => (res.map(|_| ()), buf),
+        Err(_) => (Err(io::Error::from(io::ErrorKind::TimedOut)), Vec::new()),
+    }
 }

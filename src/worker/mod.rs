@@ -111,6 +111,8 @@ pub struct Settings {
     pub limits: Limits,
     pub header_timeout: Duration,
     pub keepalive_timeout: Duration,
+    /// Longest wait for a client to take more response bytes.
+    pub send_timeout: Duration,
     pub max_connections: usize,
     /// `--max-connections-total`: the global cap the shared budget enforces.
     pub max_connections_total: Option<u64>,
