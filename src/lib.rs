@@ -10,6 +10,7 @@
 //! - `app`: the [`app::Handler`] API a server serves.
 //! - `static_files`: the file handler the binary serves.
 //! - `telemetry`: counters, the admin endpoint, logging.
+//! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
 //!
 //! # Serving a handler
@@ -36,6 +37,7 @@ pub mod supervisor;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod telemetry;
+pub mod tls;
 pub mod worker;
 
 pub use supervisor::Server;

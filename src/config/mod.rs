@@ -212,6 +212,25 @@ pub struct RawConfig {
     /// Open connections across all workers (default: per-worker cap only).
     #[arg(long, value_name = "N")]
     pub max_connections_total: Option<u64>,
+    /// Address of a TLS listener; repeatable, beside plain `--bind`s.
+    #[arg(long, value_name = "ADDR")]
+    pub tls_bind: Option<Vec<String>>,
+    /// PEM certificate chain for the TLS listeners.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key (RSA, ECDSA or Ed25519) of `--tls-cert`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Make a self-signed certificate for localhost and the bound addresses.
+    #[arg(long, action = clap::ArgAction::SetTrue)]
+    #[serde(default)]
+    pub tls_self_signed: bool,
+    /// Seconds a client has to finish the TLS handshake.
+    #[arg(long, value_name = "SECONDS")]
+    pub tls_handshake_timeout: Option<f64>,
+    /// Seconds between session-ticket key rotations.
+    #[arg(long, value_name = "SECONDS")]
+    pub tls_ticket_rotate: Option<f64>,
 }
 
 /// One `[[headers]]` table of the config file.
@@ -252,7 +271,9 @@ impl RawConfig {
             symlinks, dotfiles, index, cache_control, headers, file_cache_ttl,
             file_cache_entries, small_file_max, memory_cache_bytes, isolation,
             child_watch, max_restarts, restart_window, beat_interval, beat_timeout,
-            max_connections_total);
+            max_connections_total, tls_bind, tls_cert, tls_key, tls_handshake_timeout,
+            tls_ticket_rotate);
+        self.tls_self_signed |= over.tls_self_signed;
         self.no_pin |= over.no_pin;
         self.autoindex |= over.autoindex;
         self
@@ -291,11 +312,16 @@ impl RawConfig {
             }
         }
 
-        let bind_texts = self
-            .bind
-            .clone()
-            .filter(|b| !b.is_empty())
-            .unwrap_or_else(|| vec![DEFAULT_BIND.to_owned()]);
+        let tls_only = self.bind.as_ref().is_none_or(|b| b.is_empty())
+            && self.tls_bind.as_ref().is_some_and(|b| !b.is_empty());
+        let bind_texts = if tls_only {
+            Vec::new()
+        } else {
+            self.bind
+                .clone()
+                .filter(|b| !b.is_empty())
+                .unwrap_or_else(|| vec![DEFAULT_BIND.to_owned()])
+        };
         let mut binds = Vec::new();
         for b in &bind_texts {
             let addr: SocketAddr = b.parse().map_err(|_| {
@@ -494,6 +520,7 @@ impl RawConfig {
         };
 
         let files = self.validate_files()?;
+        let tls = self.validate_tls(&binds)?;
         let isolation = match self.isolation.as_deref().unwrap_or("thread") {
             "thread" => Isolation::Thread,
             "process" => Isolation::Process,
@@ -537,6 +564,7 @@ impl RawConfig {
         };
 
         Ok(Config {
+            tls,
             raw: RawConfig {
                 root: Some(std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone())),
                 ..self.clone()
@@ -573,6 +601,96 @@ impl RawConfig {
 }
 
 impl RawConfig {
+    fn validate_tls(&self, plain: &[SocketAddr]) -> Result<Option<TlsConfig>, Error> {
+        let binds: Vec<SocketAddr> = match &self.tls_bind {
+            None => Vec::new(),
+            Some(list) => {
+                let mut out = Vec::new();
+                for b in list {
+                    let addr: SocketAddr = b.parse().map_err(|_| {
+                        invalid(
+                            "--tls-bind",
+                            format!("{b:?} is not IP:PORT (e.g. 127.0.0.1:8443)"),
+                        )
+                    })?;
+                    if out.contains(&addr) || (addr.port() != 0 && plain.contains(&addr)) {
+                        return Err(invalid("--tls-bind", format!("{addr} is given twice")));
+                    }
+                    out.push(addr);
+                }
+                out
+            }
+        };
+        let source = match (&self.tls_cert, &self.tls_key, self.tls_self_signed) {
+            (None, None, false) => None,
+            (Some(_), _, true) | (_, Some(_), true) => {
+                return Err(invalid(
+                    "--tls-self-signed",
+                    "cannot be combined with --tls-cert/--tls-key; choose one",
+                ))
+            }
+            (Some(_), None, _) => {
+                return Err(invalid(
+                    "--tls-key",
+                    "missing: --tls-cert needs its --tls-key",
+                ))
+            }
+            (None, Some(_), _) => {
+                return Err(invalid(
+                    "--tls-cert",
+                    "missing: --tls-key needs its --tls-cert",
+                ))
+            }
+            (Some(cert), Some(key), false) => {
+                crate::tls::Material::load(cert, key)
+                    .map_err(|e| invalid("--tls-cert", e.to_string()))?;
+                Some(TlsSource::Files {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                })
+            }
+            (None, None, true) => Some(TlsSource::SelfSigned),
+        };
+        match (binds.is_empty(), source) {
+            (true, None) => Ok(None),
+            (false, None) => Err(invalid(
+                "--tls-bind",
+                "needs --tls-cert and --tls-key, or --tls-self-signed",
+            )),
+            (true, Some(_)) => Err(invalid(
+                "--tls-bind",
+                "missing: a certificate was given but no TLS listener; add --tls-bind ADDR",
+            )),
+            (false, Some(source)) => {
+                let secs =
+                    |field: &'static str, v: Option<f64>, d: f64| -> Result<Duration, Error> {
+                        let v = v.unwrap_or(d);
+                        if !(v.is_finite() && v > 0.0 && v <= 86_400.0 * 7.0) {
+                            return Err(invalid(
+                                field,
+                                format!("{v} is not a number of seconds in (0, 604800]"),
+                            ));
+                        }
+                        Ok(Duration::from_secs_f64(v))
+                    };
+                Ok(Some(TlsConfig {
+                    binds,
+                    source,
+                    handshake_timeout: secs(
+                        "--tls-handshake-timeout",
+                        self.tls_handshake_timeout,
+                        DEFAULT_TLS_HANDSHAKE_TIMEOUT_S,
+                    )?,
+                    ticket_rotate: secs(
+                        "--tls-ticket-rotate",
+                        self.tls_ticket_rotate,
+                        DEFAULT_TLS_TICKET_ROTATE_S,
+                    )?,
+                }))
+            }
+        }
+    }
+
     fn validate_files(&self) -> Result<FilesConfig, Error> {
         let symlinks = match self.symlinks.as_deref().unwrap_or("inside") {
             "inside" => Symlinks::Inside,
@@ -702,6 +820,29 @@ fn check_field_value(field: &'static str, v: &str) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Where the TLS identity comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsSource {
+    /// PEM files, re-read on every reload.
+    Files { cert: PathBuf, key: PathBuf },
+    /// Made once by the supervisor for localhost and the bound addresses.
+    SelfSigned,
+}
+
+/// Validated TLS settings.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub binds: Vec<SocketAddr>,
+    pub source: TlsSource,
+    pub handshake_timeout: Duration,
+    pub ticket_rotate: Duration,
+}
+
+/// A slow or silent client gets this long to finish the TLS handshake.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT_S: f64 = 10.0;
+/// Ticket keys rotate hourly; tickets stay valid for two periods.
+pub const DEFAULT_TLS_TICKET_ROTATE_S: f64 = 3600.0;
 
 /// How the file handler treats symbolic links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -841,6 +982,8 @@ pub const DEFAULT_BEAT_TIMEOUT_S: f64 = 1.0;
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// TLS listeners and identity, if any.
+    pub tls: Option<TlsConfig>,
     /// The raw settings this was validated from (root made absolute): what a
     /// worker process is sent to rebuild the same `Config`.
     pub raw: RawConfig,
@@ -913,6 +1056,10 @@ struct Effective {
     beat_interval: f64,
     beat_timeout: f64,
     max_connections_total: Option<u64>,
+    tls_bind: Vec<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    tls_self_signed: bool,
 }
 
 impl Config {
@@ -965,6 +1112,23 @@ impl Config {
             beat_interval: self.beat_interval.as_secs_f64(),
             beat_timeout: self.beat_timeout.as_secs_f64(),
             max_connections_total: self.max_connections_total,
+            tls_bind: self
+                .tls
+                .iter()
+                .flat_map(|t| t.binds.iter().map(ToString::to_string))
+                .collect(),
+            tls_cert: match self.tls.as_ref().map(|t| &t.source) {
+                Some(TlsSource::Files { cert, .. }) => Some(cert.display().to_string()),
+                _ => None,
+            },
+            tls_key: match self.tls.as_ref().map(|t| &t.source) {
+                Some(TlsSource::Files { key, .. }) => Some(key.display().to_string()),
+                _ => None,
+            },
+            tls_self_signed: matches!(
+                self.tls.as_ref().map(|t| &t.source),
+                Some(TlsSource::SelfSigned)
+            ),
         };
         toml::to_string(&e).unwrap_or_else(|err| format!("# cannot render config: {err}\n"))
     }

@@ -61,6 +61,9 @@ pub struct ListenerPlan {
     pub source: Source,
     /// The addresses actually bound (port 0 resolved), in `--bind` order.
     pub addrs: Vec<SocketAddr>,
+    /// Whether the socket at the same index (in `addrs` and in each
+    /// worker's set) is a TLS listener.
+    pub tls: Vec<bool>,
     pub per_worker: Vec<Vec<Socket>>,
 }
 
@@ -85,16 +88,25 @@ impl ListenerPlan {
             let per_worker = dup_for_workers(&sockets, workers, &addrs)?;
             return Ok(ListenerPlan {
                 source: Source::Systemd,
+                tls: vec![false; addrs.len()],
                 addrs,
                 per_worker,
             });
         }
 
+        let tls_binds = config.tls.as_ref().map_or(&[][..], |t| &t.binds[..]);
+        let all: Vec<(SocketAddr, bool)> = config
+            .binds
+            .iter()
+            .map(|&a| (a, false))
+            .chain(tls_binds.iter().map(|&a| (a, true)))
+            .collect();
+        let tls = all.iter().map(|&(_, t)| t).collect();
         match config.listener {
             ListenerMode::Shared => {
                 let mut sockets = Vec::new();
                 let mut addrs = Vec::new();
-                for &addr in &config.binds {
+                for &(addr, _) in &all {
                     let s = new_socket(addr, false)?;
                     let bound = bind(&s, addr)?;
                     sockets.push(s);
@@ -103,6 +115,7 @@ impl ListenerPlan {
                 let per_worker = dup_for_workers(&sockets, workers, &addrs)?;
                 Ok(ListenerPlan {
                     source: Source::Shared,
+                    tls,
                     addrs,
                     per_worker,
                 })
@@ -110,7 +123,7 @@ impl ListenerPlan {
             ListenerMode::ReusePort => {
                 let mut per_worker: Vec<Vec<Socket>> = (0..workers).map(|_| Vec::new()).collect();
                 let mut addrs = Vec::new();
-                for &addr in &config.binds {
+                for &(addr, _) in &all {
                     let mut resolved = addr;
                     for sockets in per_worker.iter_mut() {
                         let s = new_socket(resolved, true)?;
@@ -121,6 +134,7 @@ impl ListenerPlan {
                 }
                 Ok(ListenerPlan {
                     source: Source::ReusePort,
+                    tls,
                     addrs,
                     per_worker,
                 })

@@ -84,9 +84,9 @@ pub(crate) fn evaluate(headers: &Headers<'_>, validators: &Validators<'_>) -> Pr
     }
 
     // Step 5 (§13.1.5).
-    let honor_range = headers.if_range.map_or(true, |if_range| {
-        if_range_matches(if_range, current, modified)
-    });
+    let honor_range = headers
+        .if_range
+        .is_none_or(|if_range| if_range_matches(if_range, current, modified));
     Precondition::Proceed { honor_range }
 }
 

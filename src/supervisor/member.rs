@@ -58,6 +58,17 @@ pub(crate) struct Spawn<'a, F> {
     pub stats: &'a Arc<WorkerStats>,
     pub budget: Option<&'a Arc<SharedCounter>>,
     pub events: &'a Sender<Event>,
+    /// Which sockets are TLS listeners, and the generation's TLS identity.
+    pub tls_flags: &'a [bool],
+    pub tls: Option<&'a GenerationTls>,
+}
+
+/// A generation's TLS identity: the material (for worker processes) and the
+/// config built from it (shared by worker threads).
+pub(crate) struct GenerationTls {
+    pub material: crate::tls::Material,
+    pub secret: crate::tls::TicketSecret,
+    pub config: Arc<rustls::ServerConfig>,
 }
 
 /// A running (or finished, not yet dropped) worker.
@@ -83,7 +94,16 @@ fn settings(config: &Config) -> Settings {
         send_timeout: config.send_timeout,
         max_connections: config.max_connections.get(),
         max_connections_total: config.max_connections_total,
+        tls_handshake_timeout: tls_handshake_timeout(config),
     }
+}
+
+/// The handshake bound from the config (its default when there is no TLS).
+pub(crate) fn tls_handshake_timeout(config: &Config) -> std::time::Duration {
+    config.tls.as_ref().map_or(
+        std::time::Duration::from_secs_f64(crate::config::DEFAULT_TLS_HANDSHAKE_TIMEOUT_S),
+        |t| t.handshake_timeout,
+    )
 }
 
 impl Member {
@@ -116,6 +136,8 @@ impl Member {
                 });
             }),
             budget: s.budget.cloned(),
+            tls_flags: s.tls_flags.to_vec(),
+            tls: s.tls.map(|t| t.config.clone()),
         };
         let slot = s.slot;
         let events = s.events.clone();
@@ -182,6 +204,8 @@ impl Member {
             config: s.config.raw.clone(),
             listeners: s.sockets.len(),
             budget: s.budget.is_some(),
+            tls_flags: s.tls_flags.to_vec(),
+            tls: s.tls.map(|t| (t.material.clone(), t.secret.clone())),
         };
         let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s.sockets.iter().map(AsFd::as_fd).collect();
         if let Some(b) = s.budget {

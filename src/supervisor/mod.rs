@@ -47,8 +47,9 @@ use crate::telemetry::admin::Admin;
 use crate::telemetry::{Phase as Readiness, PhaseCell, Snapshot, StatsTable, WorkerStats};
 use crate::worker::{Control, Driver, Report, State};
 use child::ChildWatcher;
+pub(crate) use member::tls_handshake_timeout;
 pub use member::Death;
-use member::{Member, Spawn};
+use member::{GenerationTls, Member, Spawn};
 
 /// Signals the binary forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,8 @@ pub enum Error {
     ChildWatch(std::io::Error),
     #[error("cannot create the shared connection budget: {0}")]
     Budget(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::Error),
     #[error("cannot spawn worker {worker}: {source}")]
     Spawn {
         worker: usize,
@@ -155,11 +158,27 @@ pub struct Ready {
     pub admin: Option<SocketAddr>,
     /// From `Server::run` to the READY quorum.
     pub startup: Duration,
+    /// Which of `addrs` are TLS listeners.
+    pub tls: Vec<bool>,
+    /// SHA-256 of the certificate every worker presents.
+    pub tls_fingerprint: Option<String>,
 }
 
 impl std::fmt::Display for Ready {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls: Vec<String> = self.addrs.iter().map(|a| format!("http://{a}")).collect();
+        let urls: Vec<String> = self
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let scheme = if self.tls.get(i).copied().unwrap_or(false) {
+                    "https"
+                } else {
+                    "http"
+                };
+                format!("{scheme}://{a}")
+            })
+            .collect();
         write!(
             f,
             "servery: ready on {} — {} workers, {}, {}, ",
@@ -177,6 +196,9 @@ impl std::fmt::Display for Ready {
         }
         if let Some(a) = self.admin {
             write!(f, ", admin http://{a}")?;
+        }
+        if let Some(fp) = &self.tls_fingerprint {
+            write!(f, ", tls sha256 {fp}")?;
         }
         Ok(())
     }
@@ -270,6 +292,7 @@ struct Generation {
     draining: Option<Deadlines>,
     /// Connections cut by FORCE (threads) reported on exit.
     cut: usize,
+    tls: Option<GenerationTls>,
 }
 
 impl Generation {
@@ -385,7 +408,21 @@ impl<F: HandlerFactory> Server<F> {
             beat_seq: 0,
             next_beat: Instant::now(),
             interrupted: false,
+            self_signed: None,
+            ticket_secret: None,
         };
+        if let Some(tls) = &config.tls {
+            sup.ticket_secret = Some(crate::tls::TicketSecret::generate()?);
+            if tls.source == crate::config::TlsSource::SelfSigned {
+                let mut names = vec!["localhost".to_owned()];
+                for (i, a) in listeners.addrs.iter().enumerate() {
+                    if listeners.tls[i] && !names.contains(&a.ip().to_string()) {
+                        names.push(a.ip().to_string());
+                    }
+                }
+                sup.self_signed = Some(crate::tls::Material::self_signed(&names)?);
+            }
+        }
         let (generation, driver) =
             sup.start_generation(config.clone(), listeners.clone(), started)?;
         sup.current = Some(generation);
@@ -401,6 +438,12 @@ impl<F: HandlerFactory> Server<F> {
             cpus: config.cpus.clone(),
             admin: admin.as_ref().map(Admin::local_addr),
             startup: started.elapsed(),
+            tls: listeners.tls.clone(),
+            tls_fingerprint: sup
+                .current
+                .as_ref()
+                .and_then(|g| g.tls.as_ref())
+                .map(|t| t.material.fingerprint()),
         };
         drop(listeners);
         tracing::info!(
@@ -451,6 +494,11 @@ struct Supervisor<F> {
     next_beat: Instant,
     /// The shutdown came from SIGINT (a second one abandons the drain).
     interrupted: bool,
+    /// `--tls-self-signed`: made once, presented by every generation.
+    self_signed: Option<crate::tls::Material>,
+    /// Ticket keys derive from this for the whole life of the server, so
+    /// tickets survive reloads.
+    ticket_secret: Option<crate::tls::TicketSecret>,
 }
 
 /// Backoff before replacing a crashed worker: 50 ms doubling, at most 1 s.
@@ -479,6 +527,8 @@ impl<F: HandlerFactory> Supervisor<F> {
             stats: &stats,
             budget: self.budget.as_ref(),
             events: &self.server.tx,
+            tls_flags: &listeners.tls,
+            tls: generation.tls.as_ref(),
         };
         let member = match (&self.watcher, generation.config.isolation) {
             (Some(w), Isolation::Process) => Member::process(s, &self.server.exe, w),
@@ -488,6 +538,31 @@ impl<F: HandlerFactory> Supervisor<F> {
             worker: slot,
             source,
         })
+    }
+
+    /// The TLS identity of a new generation: the files as they are on disk
+    /// now (a reload picks up swapped certificates), or the self-signed one.
+    fn generation_tls(&self, config: &Config) -> Result<Option<GenerationTls>, Error> {
+        let (Some(tls), Some(secret)) = (&config.tls, &self.ticket_secret) else {
+            return Ok(None);
+        };
+        let material = match (&tls.source, &self.self_signed) {
+            (crate::config::TlsSource::Files { cert, key }, _) => {
+                crate::tls::Material::load(cert, key)?
+            }
+            (crate::config::TlsSource::SelfSigned, Some(m)) => m.clone(),
+            (crate::config::TlsSource::SelfSigned, None) => {
+                return Err(Error::Tls(crate::tls::Error::NoCertificate {
+                    path: "self-signed".into(),
+                }))
+            }
+        };
+        let server_config = material.server_config(secret, tls.ticket_rotate)?;
+        Ok(Some(GenerationTls {
+            material,
+            secret: secret.clone(),
+            config: server_config,
+        }))
     }
 
     fn stats_for(&self, slot: usize) -> Arc<WorkerStats> {
@@ -509,6 +584,7 @@ impl<F: HandlerFactory> Supervisor<F> {
     ) -> Result<(Generation, Driver), Error> {
         let id = self.next_generation;
         self.next_generation += 1;
+        let tls = self.generation_tls(&config)?;
         let mut generation = Generation {
             id,
             config: config.clone(),
@@ -516,6 +592,7 @@ impl<F: HandlerFactory> Supervisor<F> {
             slots: Vec::new(),
             draining: None,
             cut: 0,
+            tls,
         };
         for slot in 0..config.workers.get() {
             match self.spawn(&generation, slot) {

@@ -38,6 +38,11 @@ pub struct Init {
     pub listeners: usize,
     /// Whether the budget memfd is attached (last in the fd list).
     pub budget: bool,
+    /// Which listeners are TLS (same order as the fds).
+    pub tls_flags: Vec<bool>,
+    /// The generation's certificate and key, and the shared ticket secret:
+    /// every worker presents one identity and opens every worker's tickets.
+    pub tls: Option<(crate::tls::Material, crate::tls::TicketSecret)>,
 }
 
 /// Supervisor → worker.

@@ -133,7 +133,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 5] = [
+    let series: [Series; 9] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -151,6 +151,30 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "Requests parsed.",
             |s| WorkerStats::get(&s.requests),
+        ),
+        (
+            "servery_tls_handshakes_total",
+            "counter",
+            "TLS handshakes completed.",
+            |s| WorkerStats::get(&s.tls_handshakes),
+        ),
+        (
+            "servery_tls_resumed_total",
+            "counter",
+            "TLS handshakes that resumed a session.",
+            |s| WorkerStats::get(&s.tls_resumed),
+        ),
+        (
+            "servery_tls_plaintext_total",
+            "counter",
+            "Plain HTTP sent to a TLS listener.",
+            |s| WorkerStats::get(&s.tls_plaintext),
+        ),
+        (
+            "servery_tls_failed_total",
+            "counter",
+            "Failed or timed-out TLS handshakes.",
+            |s| WorkerStats::get(&s.tls_failed),
         ),
         (
             "servery_worker_rss_bytes",

@@ -26,6 +26,13 @@ pub struct WorkerStats {
     pub requests: AtomicU64,
     /// Responses by status class: index 1..=5 for 1xx..5xx.
     pub responses: [AtomicU64; 6],
+    /// TLS handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: AtomicU64,
+    pub tls_resumed: AtomicU64,
+    /// Plain HTTP sent to a TLS listener (closed, not logged as errors).
+    pub tls_plaintext: AtomicU64,
+    /// Other failed or timed-out TLS handshakes.
+    pub tls_failed: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
@@ -53,6 +60,10 @@ pub struct Snapshot {
     pub connections_open: u64,
     pub requests: u64,
     pub responses: [u64; 6],
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
+    pub tls_plaintext: u64,
+    pub tls_failed: u64,
     /// Resident set of the worker's process, bytes.
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
@@ -71,6 +82,10 @@ impl Snapshot {
             connections_open: WorkerStats::get(&stats.connections_open),
             requests: WorkerStats::get(&stats.requests),
             responses,
+            tls_handshakes: WorkerStats::get(&stats.tls_handshakes),
+            tls_resumed: WorkerStats::get(&stats.tls_resumed),
+            tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
+            tls_failed: WorkerStats::get(&stats.tls_failed),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
         }
@@ -84,6 +99,10 @@ impl Snapshot {
         for i in 0..6 {
             self.responses[i] += other.responses[i];
         }
+        self.tls_handshakes += other.tls_handshakes;
+        self.tls_resumed += other.tls_resumed;
+        self.tls_plaintext += other.tls_plaintext;
+        self.tls_failed += other.tls_failed;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
     }
@@ -99,6 +118,10 @@ impl Snapshot {
         for i in 0..6 {
             stats.responses[i].store(self.responses[i], Relaxed);
         }
+        stats.tls_handshakes.store(self.tls_handshakes, Relaxed);
+        stats.tls_resumed.store(self.tls_resumed, Relaxed);
+        stats.tls_plaintext.store(self.tls_plaintext, Relaxed);
+        stats.tls_failed.store(self.tls_failed, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
     }

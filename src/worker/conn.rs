@@ -17,10 +17,11 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::{IoBufMut, SliceMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
 use super::registry::Registration;
@@ -48,6 +49,128 @@ pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
+/// What a connection runs over: plain TCP, or TLS on TCP.
+pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
+    /// The socket itself, when response bytes go to it unchanged (so file
+    /// bodies can be sent zero-copy); `None` for TLS, which must encrypt.
+    fn tcp(&mut self) -> Option<&mut TcpStream>;
+    /// Whether closing should first say so in-protocol (TLS close_notify).
+    const GRACEFUL_CLOSE: bool;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+    const GRACEFUL_CLOSE: bool = false;
+}
+
+impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        None
+    }
+    const GRACEFUL_CLOSE: bool = true;
+}
+
+/// A connection on a TLS listener: handshake (bounded by the handshake
+/// timeout), then the same loop as plain connections. A client speaking
+/// plain HTTP to the TLS port fails the handshake on its first byte; it is
+/// counted and closed without an error log.
+pub(crate) async fn serve_tls<H: Handler>(
+    stream: TcpStream,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+    config: Arc<rustls::ServerConfig>,
+) {
+    let limit = ctx.settings.tls_handshake_timeout;
+    match monoio::time::timeout(limit, handshake(stream, config)).await {
+        Ok(Ok((tcp, session))) => {
+            WorkerStats::add(&ctx.stats.tls_handshakes, 1);
+            if session.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                WorkerStats::add(&ctx.stats.tls_resumed, 1);
+            }
+            // rustls holds any bytes read past the handshake itself, so the
+            // stream starts with empty buffers and loses nothing.
+            let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
+            serve(tls, registration, ctx).await
+        }
+        Ok(Err(Handshake::Plaintext)) => {
+            WorkerStats::add(&ctx.stats.tls_plaintext, 1);
+            tracing::debug!("plain HTTP on a TLS listener; closed");
+        }
+        Ok(Err(e)) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!(error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!("TLS handshake timed out");
+        }
+    }
+}
+
+/// Why a handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum Handshake {
+    /// The first record was not TLS (`GET /...`).
+    #[error("not TLS (plain HTTP?)")]
+    Plaintext,
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+    #[error("I/O: {0}")]
+    Io(io::Error),
+}
+
+/// Run the server side of a TLS handshake over `tcp`. Done here rather than
+/// by monoio-rustls's acceptor so the session (resumption, and later kTLS
+/// secrets) is in hand before the stream wraps it.
+async fn handshake(
+    mut tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+) -> Result<(TcpStream, rustls::ServerConnection), Handshake> {
+    let mut session = rustls::ServerConnection::new(config).map_err(Handshake::Tls)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(TLS_READ_BYTES);
+    loop {
+        while session.wants_write() {
+            let mut out = Vec::new();
+            session.write_tls(&mut out).map_err(Handshake::Io)?;
+            let (res, _) = tcp.write_all(out).await;
+            res.map_err(Handshake::Io)?;
+        }
+        if !session.is_handshaking() {
+            return Ok((tcp, session));
+        }
+        buf.clear();
+        let (res, b) = tcp.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) => return Err(Handshake::Io(io::Error::from(io::ErrorKind::UnexpectedEof))),
+            Ok(_) => {}
+            Err(e) => return Err(Handshake::Io(e)),
+        }
+        let mut input = &buf[..];
+        while !input.is_empty() {
+            session.read_tls(&mut input).map_err(Handshake::Io)?;
+            if let Err(e) = session.process_new_packets() {
+                // Tell the peer why (an alert), unless it is not TLS at all.
+                if matches!(
+                    e,
+                    rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+                ) {
+                    return Err(Handshake::Plaintext);
+                }
+                let mut out = Vec::new();
+                let _ = session.write_tls(&mut out);
+                let _ = tcp.write_all(out).await;
+                return Err(Handshake::Tls(e));
+            }
+        }
+    }
+}
+
+/// Read size during the handshake: one full TLS record.
+const TLS_READ_BYTES: usize = 16 * 1024 + 256;
+
 /// Decrements the open-connection gauge when the task ends.
 struct OpenGauge(Rc<dyn Fn()>);
 
@@ -68,8 +191,8 @@ enum After {
 /// so the connection cap counts it at once) is dropped before `stream`,
 /// a parameter declared earlier: the entry leaves the registry before the fd
 /// closes.
-pub(crate) async fn serve<H: Handler>(
-    mut stream: TcpStream,
+pub(crate) async fn serve<H: Handler, S: Transport>(
+    mut stream: S,
     registration: Registration,
     ctx: Rc<Ctx<H>>,
 ) {
@@ -162,16 +285,16 @@ pub(crate) async fn serve<H: Handler>(
                 return;
             }
         }
-        if after == After::Close {
+        if after == After::Close || (rbuf.is_empty() && discard == 0 && ctx.draining.get()) {
+            if S::GRACEFUL_CLOSE {
+                let _ = monoio::time::timeout(settings.send_timeout, stream.shutdown()).await;
+            }
             return;
         }
 
         // 4. Wait for more bytes.
         let idle = rbuf.is_empty() && discard == 0;
         registration.set_idle(idle);
-        if idle && ctx.draining.get() {
-            return;
-        }
         let wait = if idle && served_any {
             settings.keepalive_timeout
         } else {
@@ -267,8 +390,8 @@ fn push_response<H: Handler>(
 /// `out`. In-memory pieces are appended to `out`; file pieces flush `out` and
 /// go out zero-copy. Errors (including a file that shrank under us) end the
 /// connection: the promised Content-Length can no longer be honoured.
-async fn send_body(
-    stream: &mut TcpStream,
+async fn send_body<S: Transport>(
+    stream: &mut S,
     mut out: Vec<u8>,
     body: &Body,
     send_timeout: Duration,
@@ -294,7 +417,10 @@ async fn send_body(
                         return (Err(e), out);
                     }
                 }
-                let (res, buf) = send_file(stream, out, f, send_timeout).await;
+                let (res, buf) = match stream.tcp() {
+                    Some(tcp) => send_file(tcp, out, f, send_timeout).await,
+                    None => send_buffered(stream, out, f, send_timeout).await,
+                };
                 out = buf;
                 if let Err(e) = res {
                     return (Err(e), out);
@@ -367,8 +493,8 @@ async fn send_file(
 }
 
 /// Send a file range through a buffer: pread a chunk, write it, repeat.
-async fn send_buffered(
-    stream: &mut TcpStream,
+async fn send_buffered<S: AsyncWriteRent>(
+    stream: &mut S,
     mut out: Vec<u8>,
     file: &FileRange,
     send_timeout: Duration,
@@ -407,8 +533,8 @@ async fn send_buffered(
 /// client that stops reading cannot hold the connection forever. On timeout
 /// the buffer stays with the cancelled write; a fresh one is returned and
 /// the connection closes.
-async fn write_timed(
-    stream: &mut TcpStream,
+async fn write_timed<S: AsyncWriteRent>(
+    stream: &mut S,
     out: Vec<u8>,
     limit: Duration,
 ) -> (io::Result<()>, Vec<u8>) {

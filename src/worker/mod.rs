@@ -116,6 +116,8 @@ pub struct Settings {
     pub max_connections: usize,
     /// `--max-connections-total`: the global cap the shared budget enforces.
     pub max_connections_total: Option<u64>,
+    /// Time allowed for a TLS handshake.
+    pub tls_handshake_timeout: Duration,
 }
 
 /// Everything a worker thread starts with.
@@ -131,6 +133,10 @@ pub(crate) struct Init<F> {
     pub report: Arc<dyn Fn(Report) + Send + Sync>,
     /// The connection budget shared by all workers (with `max_connections_total`).
     pub budget: Option<Arc<crate::sys::shm::SharedCounter>>,
+    /// Which of `sockets` are TLS listeners (same order).
+    pub tls_flags: Vec<bool>,
+    /// The TLS configuration for those listeners.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The one writer of a worker's [`State`].
@@ -329,12 +335,18 @@ async fn lifecycle<F: HandlerFactory>(
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));
-    for l in listeners {
+    for (i, l) in listeners.into_iter().enumerate() {
+        let tls = match (init.tls_flags.get(i).copied().unwrap_or(false), &init.tls) {
+            (true, Some(config)) => Some(config.clone()),
+            (true, None) => return Err("a TLS listener without a TLS configuration".into()),
+            (false, _) => None,
+        };
         monoio::spawn(accept_loop(
             l,
             ctx.clone(),
             canceller.handle(),
             accepting.clone(),
+            tls,
         ));
     }
     life.enter(State::Running, None, None, 0);
@@ -412,6 +424,7 @@ async fn accept_loop<H: Handler>(
     ctx: Rc<Ctx<H>>,
     cancel: monoio::io::CancelHandle,
     accepting: Rc<Cell<usize>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let max = ctx.settings.max_connections;
     while !ctx.draining.get() {
@@ -448,7 +461,19 @@ async fn accept_loop<H: Handler>(
                 }
                 // Register before spawning, so the cap check above sees it.
                 let registration = ctx.registry.register(stream.as_raw_fd());
-                monoio::spawn(conn::serve(stream, registration, ctx.clone()));
+                match &tls {
+                    Some(config) => {
+                        monoio::spawn(conn::serve_tls(
+                            stream,
+                            registration,
+                            ctx.clone(),
+                            config.clone(),
+                        ));
+                    }
+                    None => {
+                        monoio::spawn(conn::serve(stream, registration, ctx.clone()));
+                    }
+                }
             }
             Err(e) if ctx.draining.get() => {
                 tracing::trace!(error = %e, "accept cancelled by drain");

@@ -100,6 +100,21 @@ where
         send_timeout: config.send_timeout,
         max_connections: config.max_connections.get(),
         max_connections_total: config.max_connections_total,
+        tls_handshake_timeout: crate::supervisor::tls_handshake_timeout(&config),
+    };
+    let tls = match &init.tls {
+        Some((material, secret)) => {
+            let rotate = config.tls.as_ref().map_or(
+                std::time::Duration::from_secs_f64(crate::config::DEFAULT_TLS_TICKET_ROTATE_S),
+                |t| t.ticket_rotate,
+            );
+            Some(
+                material
+                    .server_config(secret, rotate)
+                    .map_err(|e| format!("TLS: {e}"))?,
+            )
+        }
+        None => None,
     };
     Ok(super::run(WorkerInit {
         index: init.slot,
@@ -112,5 +127,7 @@ where
         control: rx,
         report,
         budget,
+        tls_flags: init.tls_flags.clone(),
+        tls,
     }))
 }

@@ -1,0 +1,250 @@
+//! TLS with rustls: one identity and one ticket key set across all workers.
+//!
+//! Owns: loading certificate chains and keys (PEM; RSA, ECDSA, Ed25519),
+//! the self-signed identity the supervisor makes once, the rustls
+//! `ServerConfig` every worker serves with (TLS 1.3 and 1.2, ALPN
+//! `http/1.1`, any SNI), and the session ticketer. Does not own the
+//! handshake or the connection (`worker::conn`) nor when material reloads
+//! (a SIGHUP builds a new generation from the files on disk).
+//!
+//! Flow:
+//! 1. `config` validates that `--tls-cert`/`--tls-key` load and match
+//!    ([`Material::load`]) before anything binds.
+//! 2. The supervisor makes the [`Material`] once per generation (files) or
+//!    once per server (`--tls-self-signed`), and one [`TicketSecret`] per
+//!    server; thread workers share one `ServerConfig`, process workers get
+//!    the material and secret over their control channel and build the same.
+//! 3. `ticketer::Ticketer` derives the ticket keys from the secret and the
+//!    time period, so every worker — thread or process, old or new
+//!    generation — issues and accepts the same tickets: a client resumes on
+//!    whichever worker the kernel hands it to.
+
+mod ticketer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::ServerConfig;
+use serde::{Deserialize, Serialize};
+
+/// Why TLS material could not be used. Reported before anything binds.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("{path} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")]
+    NoKey { path: PathBuf },
+    #[error("{path}: {detail}")]
+    BadPem { path: PathBuf, detail: String },
+    #[error("the key in {key} does not belong to the certificate in {cert}")]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("{what}: {source}")]
+    Rustls {
+        what: &'static str,
+        source: rustls::Error,
+    },
+    #[error("cannot make a self-signed certificate: {0}")]
+    SelfSigned(#[from] rcgen::Error),
+}
+
+/// A certificate chain and its key, as PEM text (what crosses the control
+/// channel to worker processes).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Material {
+    pub chain_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Material {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Material")
+            .field("chain_pem", &self.chain_pem.len())
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Material {
+    /// Read and check a chain and key: both parse, and the key matches the
+    /// leaf certificate.
+    pub fn load(cert: &Path, key: &Path) -> Result<Material, Error> {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| Error::Read {
+                path: p.to_owned(),
+                source,
+            })
+        };
+        let m = Material {
+            chain_pem: read(cert)?,
+            key_pem: read(key)?,
+        };
+        let (chain, private) = m.parse(cert, key)?;
+        let provider = rustls::crypto::ring::default_provider();
+        let signing = provider
+            .key_provider
+            .load_private_key(private)
+            .map_err(|source| Error::Rustls {
+                what: "unsupported private key",
+                source,
+            })?;
+        let certified = rustls::sign::CertifiedKey::new(chain, signing);
+        certified.keys_match().map_err(|_| Error::KeyMismatch {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+        })?;
+        Ok(m)
+    }
+
+    /// An ECDSA P-256 certificate for `names` (DNS names or IP addresses).
+    pub fn self_signed(names: &[String]) -> Result<Material, Error> {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+        let params = rcgen::CertificateParams::new(names.to_vec())?;
+        let cert = params.self_signed(&key)?;
+        Ok(Material {
+            chain_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    fn parse(
+        &self,
+        cert_path: &Path,
+        key_path: &Path,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| Error::BadPem {
+                    path: cert_path.to_owned(),
+                    detail: e.to_string(),
+                })?;
+        if chain.is_empty() {
+            return Err(Error::NoCertificate {
+                path: cert_path.to_owned(),
+            });
+        }
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).map_err(|e| match e {
+            rustls::pki_types::pem::Error::NoItemsFound => Error::NoKey {
+                path: key_path.to_owned(),
+            },
+            e => Error::BadPem {
+                path: key_path.to_owned(),
+                detail: e.to_string(),
+            },
+        })?;
+        Ok((chain, key))
+    }
+
+    /// SHA-256 of the leaf certificate, as `AB:CD:...` (what `openssl x509
+    /// -fingerprint -sha256` prints).
+    pub fn fingerprint(&self) -> String {
+        let leaf = CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
+            .next()
+            .and_then(Result::ok);
+        match leaf {
+            Some(der) => ring::digest::digest(&ring::digest::SHA256, der.as_ref())
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02X}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+            None => String::new(),
+        }
+    }
+
+    /// The rustls server configuration every worker uses.
+    pub fn server_config(
+        &self,
+        tickets: &TicketSecret,
+        rotate: Duration,
+    ) -> Result<Arc<ServerConfig>, Error> {
+        let (chain, key) = self.parse(Path::new("certificate"), Path::new("key"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|source| Error::Rustls {
+                what: "protocol versions",
+                source,
+            })?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|source| Error::Rustls {
+                what: "certificate",
+                source,
+            })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
+        // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a
+        // per-worker cache, tickets serve 1.2 across workers too.
+        config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+        config.send_tls13_tickets = 2;
+        Ok(Arc::new(config))
+    }
+}
+
+/// The secret every worker derives its ticket keys from.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TicketSecret(pub [u8; 32]);
+
+impl std::fmt::Debug for TicketSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TicketSecret(<redacted>)")
+    }
+}
+
+impl TicketSecret {
+    /// A fresh random secret (once per server life).
+    pub fn generate() -> Result<TicketSecret, Error> {
+        use ring::rand::SecureRandom;
+        let mut s = [0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut s)
+            .map_err(|_| Error::Rustls {
+                what: "random ticket secret",
+                source: rustls::Error::FailedToGetRandomBytes,
+            })?;
+        Ok(TicketSecret(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn self_signed_material_builds_a_config_and_has_a_fingerprint() {
+        let m = Material::self_signed(&["localhost".into(), "127.0.0.1".into()]).unwrap();
+        assert_eq!(m.fingerprint().len(), 32 * 3 - 1);
+        let s = TicketSecret::generate().unwrap();
+        let c = m.server_config(&s, Duration::from_secs(3600)).unwrap();
+        assert_eq!(c.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn mismatched_key_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Material::self_signed(&["a".into()]).unwrap();
+        let b = Material::self_signed(&["b".into()]).unwrap();
+        let cert = dir.path().join("a.pem");
+        let key = dir.path().join("b.key");
+        std::fs::write(&cert, &a.chain_pem).unwrap();
+        std::fs::write(&key, &b.key_pem).unwrap();
+        let e = Material::load(&cert, &key).unwrap_err();
+        assert!(matches!(e, Error::KeyMismatch { .. }), "{e}");
+        std::fs::write(&key, &a.key_pem).unwrap();
+        assert!(Material::load(&cert, &key).is_ok());
+        std::fs::write(&key, "nothing").unwrap();
+        assert!(matches!(
+            Material::load(&cert, &key).unwrap_err(),
+            Error::NoKey { .. }
+        ));
+    }
+}
