@@ -380,6 +380,14 @@ fn each_encoding_has_its_own_etag(driver: &str) {
     let resp = get(&server, "/a.txt", &[("If-None-Match", &tags[1])]);
     assert_eq!(resp.status, 200, "br ETag matched identity: {resp:?}");
     assert_eq!(resp.body, A_TXT);
+    // ...but validates the br representation.
+    let resp = get(
+        &server,
+        "/a.txt",
+        &[("If-None-Match", &tags[1]), ("Accept-Encoding", "br")],
+    );
+    assert_not_modified(&resp, &tags[1], "br tag, br accepted");
+    assert_eq!(resp.header("content-encoding"), Some("br"));
 }
 
 fn last_modified_is_the_file_mtime(driver: &str) {
@@ -447,6 +455,15 @@ fn if_none_match_list_is_304(driver: &str) {
     );
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, PLAIN);
+    // RFC 9110 §13.2.2: with If-None-Match present, If-Modified-Since is
+    // not evaluated.
+    let date = httpdate::fmt_http_date(mtime());
+    let resp = get(
+        &server,
+        "/plain.txt",
+        &[("If-None-Match", "\"nope\""), ("If-Modified-Since", &date)],
+    );
+    assert_eq!(resp.status, 200, "If-Modified-Since overrode If-None-Match");
 }
 
 fn if_none_match_star_is_304(driver: &str) {
@@ -498,8 +515,10 @@ fn if_match_mismatch_is_412(driver: &str) {
     let weak = format!("W/{etag}");
     let resp = get(&server, "/plain.txt", &[("If-Match", &weak)]);
     assert_eq!(resp.status, 412, "{weak}: {resp:?}");
-    let resp = get(&server, "/plain.txt", &[("If-Match", &etag)]);
-    assert_eq!(resp.status, 200);
+    for ok in [etag.as_str(), "*"] {
+        let resp = get(&server, "/plain.txt", &[("If-Match", ok)]);
+        assert_eq!(resp.status, 200, "If-Match: {ok}");
+    }
 }
 
 fn if_unmodified_since_before_mtime_is_412(driver: &str) {
@@ -540,14 +559,21 @@ fn if_range_other_etag_gives_full_200(driver: &str) {
     let site = site();
     let server = serve(driver, &site.root, &[]);
     for (path, bytes) in [("/mem.bin", &site.mem), ("/disk.bin", &site.disk)] {
-        let resp = get(
-            &server,
-            path,
-            &[("If-Range", "\"stale\""), ("Range", "bytes=100-199")],
-        );
-        assert_eq!(resp.status, 200, "{path}");
-        assert_eq!(resp.header("content-range"), None, "{path}");
-        assert!(sha(&resp.body) == sha(bytes), "{path}: not the whole file");
+        let etag = etag_of(&server, path);
+        // A weak tag fails If-Range's strong comparison (§13.1.5), and a
+        // date matches only the exact Last-Modified.
+        let weak = format!("W/{etag}");
+        let other_date = httpdate::fmt_http_date(mtime() + Duration::from_secs(1));
+        for validator in ["\"stale\"", weak.as_str(), other_date.as_str()] {
+            let resp = get(
+                &server,
+                path,
+                &[("If-Range", validator), ("Range", "bytes=100-199")],
+            );
+            assert_eq!(resp.status, 200, "{path} If-Range: {validator}");
+            assert_eq!(resp.header("content-range"), None, "{path}");
+            assert!(sha(&resp.body) == sha(bytes), "{path}: not the whole file");
+        }
     }
 }
 
@@ -797,7 +823,8 @@ fn vary_on_every_response_of_a_file_with_variants(driver: &str) {
     let site = site();
     let server = serve(driver, &site.root, &[]);
     let identity_tag = etag_of(&server, "/a.txt");
-    let cases: Vec<(&str, Vec<(&str, &str)>, u16)> = vec![
+    // (method, fields, expected status)
+    let cases: Vec<(&str, Fields, u16)> = vec![
         ("GET", vec![], 200),
         ("GET", vec![("Accept-Encoding", "br")], 200),
         ("GET", vec![("Accept-Encoding", "*;q=0")], 200),
@@ -1061,7 +1088,7 @@ fn concurrent_random_ranges_of_a_50mib_file_are_exact(driver: &str) {
             let big = big.clone();
             let start = start.clone();
             std::thread::spawn(move || {
-                let mut rng = Rng(0xC0FFEE ^ (i as u64 + 1) * 0x1_0000_0001);
+                let mut rng = Rng(0xC0FFEE ^ ((i as u64 + 1) * 0x1_0000_0001));
                 let len = LEN as u64;
                 // Every fourth client asks two ranges, pipelined, on one
                 // connection: same fd, back to back.
@@ -1120,6 +1147,16 @@ fn concurrent_random_ranges_of_a_50mib_file_are_exact(driver: &str) {
     assert_eq!(get(&server, "/plain.txt", &[]).status, 200);
 }
 
+/// Extra request fields, name and value.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
+/// A file replaced under the server: its name and both versions.
+struct Swap {
+    name: &'static str,
+    old: Vec<u8>,
+    new: Vec<u8>,
+}
+
 /// What a body is, against an old and a new version of one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Version {
@@ -1131,16 +1168,20 @@ fn atomic_replace_is_seen_within_ttl_and_never_torn(driver: &str) {
     let site = site();
     let ttl = TTL_S.to_string();
     // Memory-served and sendfile-served, each replaced by another length.
-    let files: Arc<Vec<(String, Vec<u8>, Vec<u8>)>> = Arc::new(vec![
-        ("small.txt".into(), vec![b'o'; 1000], vec![b'n'; 2000]),
-        (
-            "large.bin".into(),
-            pseudo_random(300_000, 7),
-            pseudo_random(250_000, 8),
-        ),
+    let files = Arc::new(vec![
+        Swap {
+            name: "small.txt",
+            old: vec![b'o'; 1000],
+            new: vec![b'n'; 2000],
+        },
+        Swap {
+            name: "large.bin",
+            old: pseudo_random(300_000, 7),
+            new: pseudo_random(250_000, 8),
+        },
     ]);
-    for (name, old, _) in files.iter() {
-        site.write(name, old);
+    for f in files.iter() {
+        site.write(f.name, &f.old);
     }
     let server = serve(driver, &site.root, &["--file-cache-ttl", &ttl]);
     let addr = server.addr();
@@ -1155,7 +1196,7 @@ fn atomic_replace_is_seen_within_ttl_and_never_torn(driver: &str) {
             let mut first_new: Vec<Option<Instant>> = vec![None; files.len()];
             let mut requests = 0;
             loop {
-                for (i, (name, old, new)) in files.iter().enumerate() {
+                for (i, Swap { name, old, new }) in files.iter().enumerate() {
                     s.write_all(&request("GET", &format!("/{name}"), &[], false))
                         .expect("write");
                     let resp = read_response(&mut s);
@@ -1192,7 +1233,7 @@ fn atomic_replace_is_seen_within_ttl_and_never_torn(driver: &str) {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    for (name, _, new) in files.iter() {
+    for Swap { name, new, .. } in files.iter() {
         let tmp = site.root.join(format!(".{name}.tmp"));
         fs::write(&tmp, new).expect("write temp");
         fs::rename(&tmp, site.root.join(name)).expect("rename");
@@ -1204,7 +1245,7 @@ fn atomic_replace_is_seen_within_ttl_and_never_torn(driver: &str) {
         "only {requests} requests overlapped the swap"
     );
     let bound = Duration::from_secs_f64(TTL_S) + TTL_MARGIN;
-    for ((name, _, _), t) in files.iter().zip(first_new) {
+    for (Swap { name, .. }, t) in files.iter().zip(first_new) {
         let lag = t.expect("seen new").saturating_duration_since(at);
         assert!(
             lag <= bound,
@@ -1254,11 +1295,7 @@ fn check_truncation_stream(bytes: &[u8], original: &[u8], what: &str) {
                 // its tail in place; so a byte on the wire is the file's or
                 // a zero, never anything else.
                 let want = &original[offset..offset + got];
-                if let Some(at) = body
-                    .iter()
-                    .zip(want)
-                    .position(|(&a, &b)| a != b && a != 0)
-                {
+                if let Some(at) = body.iter().zip(want).position(|(&a, &b)| a != b && a != 0) {
                     panic!(
                         "{what}: {status} (Content-Length {cl}) body of {got} bytes at offset \
                          {offset}: byte {} is neither the file's nor a truncation zero",
@@ -1403,6 +1440,27 @@ fn slow_reader_does_not_block_the_worker(driver: &str) {
     assert!(sha(&body) == sha(&big), "twenty.bin differs");
 }
 
+fn tiny_caches_still_serve_exact_bytes(driver: &str) {
+    let site = site();
+    // One entry (cleared on every new path) and a memory budget smaller
+    // than mem.bin, so it is sent from its fd instead.
+    let server = serve(
+        driver,
+        &site.root,
+        &["--file-cache-entries", "1", "--memory-cache-bytes", "5000"],
+    );
+    for round in 0..3 {
+        assert_eq!(get(&server, "/plain.txt", &[]).body, PLAIN, "{round}");
+        let resp = get(&server, "/mem.bin", &[]);
+        assert!(sha(&resp.body) == sha(&site.mem), "{round}: mem.bin");
+        let resp = get(&server, "/mem.bin", &[("Range", "bytes=10-19")]);
+        assert_eq!(resp.body, &site.mem[10..20], "{round}");
+        let resp = get(&server, "/a.txt", &[("Accept-Encoding", "br")]);
+        assert_eq!(resp.body, A_BR, "{round}");
+        assert!(sha(&get(&server, "/disk.bin", &[]).body) == sha(&site.disk));
+    }
+}
+
 // ------------------------------------------------------------- containment
 
 fn traversal_attempts_never_leak_outside_root(driver: &str) {
@@ -1513,6 +1571,7 @@ driver_tests! {
     atomic_replace_is_seen_within_ttl_and_never_torn,
     truncated_file_never_overruns_content_length,
     big_file_is_sent_byte_exact,
+    tiny_caches_still_serve_exact_bytes,
     slow_reader_does_not_block_the_worker,
     traversal_attempts_never_leak_outside_root,
 }
