@@ -1,0 +1,1623 @@
+//! TLS against the real binary (`--tls-bind`, `--tls-cert`/`--tls-key`,
+//! `--tls-self-signed`): rustls and curl clients over TLS 1.3 and 1.2, ALPN
+//! and SNI, key types and PEM encodings, one identity across workers
+//! (threads and processes), session resumption on whichever worker the
+//! kernel picks, plain HTTP and silent clients on the TLS port, a
+//! certificate swapped on disk and reloaded with SIGHUP under load, and the
+//! start-up refusals (exit 2).
+//!
+//! The shared harness's ready-line parser knows `http://` listeners only, so
+//! this file starts its own servers ([`Server`]) and reads the `https://`
+//! listeners and the `tls sha256` fingerprint from the ready line.
+//! Certificates come from a test CA made with rcgen ([`Pki`]); the
+//! self-signed identity is checked by pinning the fingerprint the ready line
+//! prints ([`Pinned`]). Requests are raw HTTP/1.1 over a rustls
+//! `StreamOwned`.
+//!
+//! Process-mode counters reach `/metrics` with the 1 s health beats, so
+//! metric checks poll ([`Server::wait_metrics`]) rather than sleep.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SignatureAlgorithm,
+};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ClientSessionMemoryCache, Resumption};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, ProtocolVersion,
+    RootCertStore, SignatureScheme, StreamOwned, SupportedProtocolVersion,
+};
+use sha2::{Digest, Sha256};
+
+use common::{is_timeout, read_until_close, Signal, BIN, IO_TIMEOUT, READY_TIMEOUT};
+
+const TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
+const TLS12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];
+
+// ---------------------------------------------------------------------------
+// Docroot
+
+const HELLO: &[u8] = b"hello over tls\n";
+/// Larger than a TLS record (16 KiB), the small-file cache (64 KiB) and one
+/// buffered file chunk (256 KiB), so the body crosses every boundary.
+const BIG_BYTES: usize = 300 * 1024 + 7;
+
+fn big() -> Vec<u8> {
+    (0..BIG_BYTES).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// `hello.txt` and `big.bin`.
+fn docroot() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp docroot");
+    std::fs::write(dir.path().join("hello.txt"), HELLO).expect("write hello.txt");
+    std::fs::write(dir.path().join("big.bin"), big()).expect("write big.bin");
+    dir
+}
+
+// ---------------------------------------------------------------------------
+// Certificates
+
+/// SHA-256 of a DER certificate as `AB:CD:...` (the ready line's format).
+fn fingerprint(der: &[u8]) -> String {
+    Sha256::digest(der)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The fingerprint of the first certificate in a PEM file.
+fn pem_fingerprint(path: &Path) -> String {
+    use rustls::pki_types::pem::PemObject;
+    let der = CertificateDer::pem_file_iter(path)
+        .expect("open PEM")
+        .next()
+        .expect("a certificate")
+        .expect("parse PEM");
+    fingerprint(&der)
+}
+
+/// A test CA in a temp dir, issuing leaf certificates for `localhost` and
+/// `127.0.0.1`.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: CertifiedIssuer<'static, KeyPair>,
+    next: AtomicUsize,
+}
+
+/// A certificate chain (leaf, then CA) and its key, written to files.
+struct Leaf {
+    cert: PathBuf,
+    key: PathBuf,
+    chain_pem: String,
+    key_pem: String,
+    fingerprint: String,
+}
+
+impl Leaf {
+    fn cert(&self) -> &str {
+        self.cert.to_str().expect("UTF-8 path")
+    }
+
+    fn key(&self) -> &str {
+        self.key.to_str().expect("UTF-8 path")
+    }
+
+    /// `--tls-cert CERT --tls-key KEY`.
+    fn args(&self) -> [&str; 4] {
+        ["--tls-cert", self.cert(), "--tls-key", self.key()]
+    }
+
+    /// Replace the files at `cert`/`key` with this leaf's, each by rename,
+    /// so a reader sees the old file or the new one, never half of one.
+    fn install(&self, cert: &Path, key: &Path) {
+        for (path, text) in [(key, &self.key_pem), (cert, &self.chain_pem)] {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text).expect("write new PEM");
+            std::fs::rename(&tmp, path).expect("rename new PEM into place");
+        }
+    }
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "servery test CA");
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("CA key");
+        let ca = CertifiedIssuer::self_signed(params, key).expect("CA certificate");
+        let dir = tempfile::tempdir().expect("temp PKI dir");
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).expect("write ca.pem");
+        Pki {
+            dir,
+            ca,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// The CA certificate file (what `curl --cacert` takes).
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A client trust store holding the CA only.
+    fn roots(&self) -> RootCertStore {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.der().clone()).expect("add CA root");
+        roots
+    }
+
+    /// A fresh leaf with a fresh `alg` key, written to new files.
+    fn issue(&self, alg: &'static SignatureAlgorithm) -> Leaf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+                .expect("leaf params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("servery test leaf {n}"));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        let key = KeyPair::generate_for(alg).expect("leaf key");
+        let issuer: &Issuer<'_, KeyPair> = &self.ca;
+        let cert = params.signed_by(&key, issuer).expect("sign leaf");
+        let chain_pem = format!("{}{}", cert.pem(), self.ca.pem());
+        let key_pem = key.serialize_pem();
+        let cert_path = self.dir.path().join(format!("leaf{n}.pem"));
+        let key_path = self.dir.path().join(format!("leaf{n}.key"));
+        std::fs::write(&cert_path, &chain_pem).expect("write leaf chain");
+        std::fs::write(&key_path, &key_pem).expect("write leaf key");
+        Leaf {
+            cert: cert_path,
+            key: key_path,
+            chain_pem,
+            key_pem,
+            fingerprint: fingerprint(cert.der()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server
+
+/// A `servery serve` child on `--tls-bind 127.0.0.1:0` with an admin
+/// listener; stopped (SIGTERM, then SIGKILL) on drop.
+struct Server {
+    child: Child,
+    https: Vec<SocketAddr>,
+    http: Vec<SocketAddr>,
+    admin: SocketAddr,
+    fingerprint: String,
+    ready_line: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    _root: tempfile::TempDir,
+}
+
+/// What the ready line says: plain and TLS listeners, admin, fingerprint.
+struct ReadyLine {
+    http: Vec<SocketAddr>,
+    https: Vec<SocketAddr>,
+    admin: Option<SocketAddr>,
+    fingerprint: Option<String>,
+}
+
+/// Parse `servery: ready on http://A https://B — ..., admin http://C, tls
+/// sha256 FP`.
+fn parse_ready(line: &str) -> Option<ReadyLine> {
+    let rest = line.strip_prefix("servery: ready on ")?;
+    let (urls, details) = rest.split_once(" — ")?;
+    let mut ready = ReadyLine {
+        http: Vec::new(),
+        https: Vec::new(),
+        admin: None,
+        fingerprint: None,
+    };
+    for url in urls.split_whitespace() {
+        if let Some(a) = url.strip_prefix("https://") {
+            ready.https.push(a.parse().ok()?);
+        } else {
+            ready.http.push(url.strip_prefix("http://")?.parse().ok()?);
+        }
+    }
+    for part in details.split(", ") {
+        if let Some(a) = part.strip_prefix("admin http://") {
+            ready.admin = Some(a.parse().ok()?);
+        } else if let Some(fp) = part.strip_prefix("tls sha256 ") {
+            ready.fingerprint = Some(fp.to_owned());
+        }
+    }
+    Some(ready)
+}
+
+fn capture(mut source: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = buf.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = source.read(&mut chunk) {
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&chunk[..n]);
+        }
+    });
+    buf
+}
+
+impl Server {
+    /// `servery serve ROOT --no-pin --tls-bind 127.0.0.1:0 --admin
+    /// 127.0.0.1:0 ARGS` on a fresh [`docroot`].
+    fn start(args: &[&str]) -> Server {
+        let root = docroot();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .arg(root.path())
+            .args(["--no-pin", "--tls-bind", "127.0.0.1:0"])
+            .args(["--admin", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn servery");
+        let stderr = capture(child.stderr.take().expect("piped stderr"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(ready) = parse_ready(&line) {
+                        return Server {
+                            child,
+                            https: ready.https,
+                            http: ready.http,
+                            admin: ready.admin.expect("admin listener in the ready line"),
+                            fingerprint: ready.fingerprint.expect("tls sha256 in the ready line"),
+                            ready_line: line,
+                            stderr,
+                            _root: root,
+                        };
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait();
+                    std::thread::sleep(Duration::from_millis(100));
+                    panic!(
+                        "servery {args:?} did not become ready ({status:?}); stderr:\n{}",
+                        String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|e| e.into_inner()))
+                    );
+                }
+            }
+        }
+    }
+
+    /// The first TLS listener.
+    fn https(&self) -> SocketAddr {
+        self.https[0]
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// Wait up to `limit` for `needle` to appear `n` times in stderr.
+    fn wait_log(&self, needle: &str, n: usize, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.stderr().matches(needle).count() < n {
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} (x{n}) in stderr after {limit:?}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, sig: Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, sig).expect("kill(2) the server");
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn metrics(&self) -> String {
+        let mut s = common::connect(self.admin);
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
+            .expect("write /metrics request");
+        let r = common::read_response(&mut s);
+        assert_eq!(r.status, 200, "/metrics");
+        r.body_text()
+    }
+
+    /// Poll `/metrics` until `done` holds (process workers report with the
+    /// 1 s beats); the last text either way.
+    fn wait_metrics(&self, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let text = self.metrics();
+            if done(&text) || Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.alive() {
+            self.signal(Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while self.alive() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of the series `key` (e.g. `servery_tls_resumed_total` for the
+/// sum, `servery_tls_resumed_total{worker="0"}` for one worker); 0 if absent.
+fn metric(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        .map(|v| v.trim().parse().expect("integer metric"))
+        .unwrap_or(0)
+}
+
+fn per_worker(text: &str, name: &str, worker: usize) -> u64 {
+    metric(text, &format!("{name}{{worker=\"{worker}\"}}"))
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Accepts exactly the certificate whose SHA-256 is pinned (any name), and
+/// checks handshake signatures with it as usual.
+#[derive(Debug)]
+struct Pinned {
+    fingerprint: String,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if fingerprint(end_entity) == self.fingerprint {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(format!(
+                "certificate {} is not the pinned {}",
+                fingerprint(end_entity),
+                self.fingerprint
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// ALPN `http/1.1`, and a session store of its own shared by every
+/// connection made with the config.
+fn finish(mut config: ClientConfig) -> Arc<ClientConfig> {
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.resumption = Resumption::store(Arc::new(ClientSessionMemoryCache::new(64)));
+    Arc::new(config)
+}
+
+/// A client trusting `roots` (web PKI name checks), speaking `versions`.
+fn trusting(
+    roots: RootCertStore,
+    versions: &[&'static SupportedProtocolVersion],
+) -> Arc<ClientConfig> {
+    finish(
+        ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .expect("protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// A client accepting only the certificate with `fp`, speaking `versions`.
+fn pinned(fp: &str, versions: &[&'static SupportedProtocolVersion]) -> Arc<ClientConfig> {
+    finish(
+        ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .expect("protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                fingerprint: fp.to_owned(),
+                provider: provider(),
+            }))
+            .with_no_client_auth(),
+    )
+}
+
+/// A pinned client that never resumes: every handshake shows the
+/// certificate.
+fn pinned_full(fp: &str) -> Arc<ClientConfig> {
+    let mut config = Arc::unwrap_or_clone(pinned(fp, TLS13));
+    config.resumption = Resumption::disabled();
+    Arc::new(config)
+}
+
+type Tls = StreamOwned<ClientConnection, TcpStream>;
+
+/// Connect and complete the handshake, sending `name` as SNI (an IP address
+/// sends none).
+fn tls_connect_as(config: &Arc<ClientConfig>, addr: SocketAddr, name: &str) -> io::Result<Tls> {
+    let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+    tcp.set_read_timeout(Some(IO_TIMEOUT))?;
+    tcp.set_write_timeout(Some(IO_TIMEOUT))?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::try_from(name.to_owned()).map_err(io::Error::other)?;
+    let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
+    let mut s = StreamOwned::new(conn, tcp);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock)?;
+    }
+    Ok(s)
+}
+
+fn tls_connect(config: &Arc<ClientConfig>, addr: SocketAddr) -> io::Result<Tls> {
+    tls_connect_as(config, addr, "localhost")
+}
+
+fn connected(config: &Arc<ClientConfig>, addr: SocketAddr) -> Tls {
+    tls_connect(config, addr).unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"))
+}
+
+fn peer_fingerprint(s: &Tls) -> String {
+    let certs = s.conn.peer_certificates().expect("server certificates");
+    fingerprint(&certs[0])
+}
+
+/// One response read off a TLS stream.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The server said it closes after this response.
+    fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+}
+
+/// How a request failed.
+#[derive(Debug)]
+enum Fail {
+    /// The connection closed before any byte of a response: the request
+    /// may be retried on a new connection.
+    Unanswered(io::Error),
+    /// Anything else: a timeout, or a response cut or malformed.
+    Broken(String),
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fail::Unanswered(e) => write!(f, "closed before any response byte: {e}"),
+            Fail::Broken(m) => f.write_str(m),
+        }
+    }
+}
+
+/// `GET path` with `extra` header lines on `s`, and its response.
+fn request(s: &mut Tls, path: &str, extra: &str) -> Result<Resp, Fail> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n");
+    s.write_all(req.as_bytes())
+        .and_then(|()| s.flush())
+        .map_err(Fail::Unanswered)?;
+    read_resp(s)
+}
+
+fn get(s: &mut Tls, path: &str, extra: &str) -> Resp {
+    request(s, path, extra).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+/// Read one response (Content-Length framing) byte-exactly.
+fn read_resp(s: &mut impl Read) -> Result<Resp, Fail> {
+    let mut head = Vec::with_capacity(256);
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(0) if head.is_empty() => {
+                return Err(Fail::Unanswered(io::ErrorKind::UnexpectedEof.into()))
+            }
+            Ok(0) => return Err(Fail::Broken(format!("EOF after {} head bytes", head.len()))),
+            Ok(_) => head.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if head.is_empty() && !is_timeout(&e) => return Err(Fail::Unanswered(e)),
+            Err(e) => return Err(Fail::Broken(format!("{e} after {} head bytes", head.len()))),
+        }
+        if head.len() > 64 * 1024 {
+            return Err(Fail::Broken("response head over 64 KiB".into()));
+        }
+    }
+    let text = String::from_utf8(head).map_err(|_| Fail::Broken("head not UTF-8".into()))?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| Fail::Broken(format!("bad status line {status_line:?}")))?;
+    let mut headers = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let (n, v) = line
+            .split_once(':')
+            .ok_or_else(|| Fail::Broken(format!("bad field {line:?}")))?;
+        headers.push((n.to_owned(), v.trim().to_owned()));
+    }
+    let mut resp = Resp {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if !(status < 200 || status == 204 || status == 304) {
+        let n: usize = resp
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Fail::Broken(format!("no Content-Length: {resp:?}")))?;
+        resp.body = vec![0; n];
+        s.read_exact(&mut resp.body)
+            .map_err(|e| Fail::Broken(format!("body cut: {e}")))?;
+    }
+    Ok(resp)
+}
+
+/// The body of a whole file, a middle range and a suffix range on one
+/// kept-alive connection, then a `Connection: close` ended by close_notify.
+fn fetch_file_and_ranges(s: &mut Tls) {
+    let big = big();
+    let r = get(s, "/big.bin", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), BIG_BYTES);
+    assert!(r.body == big, "big.bin body differs");
+
+    let r = get(s, "/big.bin", "Range: bytes=100000-100099\r\n");
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 100000-100099/{BIG_BYTES}").as_str())
+    );
+    assert_eq!(r.body, big[100_000..100_100]);
+
+    let r = get(s, "/hello.txt", "Range: bytes=-4\r\n");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, HELLO[HELLO.len() - 4..]);
+
+    let r = get(s, "/hello.txt", "Connection: close\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, HELLO);
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest)
+        .expect("a clean close (close_notify) after Connection: close");
+    assert!(rest.is_empty(), "bytes after the last response: {rest:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Versions, ALPN, SNI, identities
+
+fn fetch_with(driver: &str, versions: &[&'static SupportedProtocolVersion], want: ProtocolVersion) {
+    let pki = Pki::new();
+    let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut args = vec!["--driver", driver];
+    args.extend(leaf.args());
+    let server = Server::start(&args);
+    assert_eq!(
+        server.fingerprint, leaf.fingerprint,
+        "{}",
+        server.ready_line
+    );
+
+    let config = trusting(pki.roots(), versions);
+    let mut s = connected(&config, server.https());
+    assert_eq!(s.conn.protocol_version(), Some(want));
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    assert_eq!(peer_fingerprint(&s), leaf.fingerprint);
+    fetch_file_and_ranges(&mut s);
+}
+
+fn tls13_client_fetches_a_file_and_ranges(driver: &str) {
+    fetch_with(driver, TLS13, ProtocolVersion::TLSv1_3);
+}
+
+fn tls12_client_fetches_a_file_and_ranges(driver: &str) {
+    fetch_with(driver, TLS12, ProtocolVersion::TLSv1_2);
+}
+
+/// Plain HTTP on the TLS port: no HTTP answer, the connection closed, one
+/// count in `servery_tls_plaintext_total` (not in the failed count), and
+/// the port still serves TLS afterwards.
+fn plain_http_on_the_tls_port_is_closed_and_counted(driver: &str) {
+    let server = Server::start(&["--driver", driver, "--tls-self-signed"]);
+    let mut s = common::connect(server.https());
+    s.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("write plain request");
+    let got = read_until_close(&mut s, IO_TIMEOUT).expect("the server closes the connection");
+    assert!(
+        !got.starts_with(b"HTTP/"),
+        "an HTTP response on the TLS port: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(
+        got.is_empty() || got[0] == 0x15,
+        "neither EOF nor a TLS alert: {got:?}"
+    );
+    let text = server.wait_metrics(Duration::from_secs(3), |t| {
+        metric(t, "servery_tls_plaintext_total") >= 1
+    });
+    assert_eq!(metric(&text, "servery_tls_plaintext_total"), 1, "{text}");
+    assert_eq!(metric(&text, "servery_tls_failed_total"), 0, "{text}");
+    assert_eq!(metric(&text, "servery_tls_handshakes_total"), 0, "{text}");
+
+    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+}
+
+/// `--tls-handshake-timeout 1`: a client that connects and sends nothing,
+/// and one that stops inside its ClientHello, are both closed after about a
+/// second and counted as failed; a finished handshake is not bound by it.
+fn a_silent_client_on_the_tls_port_is_closed_after_the_handshake_timeout(driver: &str) {
+    let server = Server::start(&[
+        "--driver",
+        driver,
+        "--tls-self-signed",
+        "--tls-handshake-timeout",
+        "1",
+    ]);
+    let config = pinned(&server.fingerprint, TLS13);
+    let mut done = connected(&config, server.https());
+    let started = Instant::now();
+    let mut silent = common::connect(server.https());
+    let mut partial = common::connect(server.https());
+    // A handshake record header promising 512 bytes, then 3 of them.
+    partial
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01])
+        .expect("write partial ClientHello");
+    for (what, s) in [("silent", &mut silent), ("partial", &mut partial)] {
+        let got = read_until_close(s, Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{what} client still open after 5 s"));
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(900),
+            "{what} client closed after {waited:?}, before the 1 s timeout"
+        );
+        assert!(
+            waited < Duration::from_secs(4),
+            "{what} client closed only after {waited:?}"
+        );
+        assert!(!got.starts_with(b"HTTP/"), "{what}: {got:?}");
+    }
+    let text = server.wait_metrics(Duration::from_secs(3), |t| {
+        metric(t, "servery_tls_failed_total") >= 2
+    });
+    assert_eq!(metric(&text, "servery_tls_failed_total"), 2, "{text}");
+
+    // The finished handshake has outlived the handshake timeout.
+    std::thread::sleep(Duration::from_millis(
+        1200u64.saturating_sub(started.elapsed().as_millis() as u64),
+    ));
+    assert_eq!(get(&mut done, "/hello.txt", "").body, HELLO);
+}
+
+driver_tests!(
+    tls13_client_fetches_a_file_and_ranges,
+    tls12_client_fetches_a_file_and_ranges,
+    plain_http_on_the_tls_port_is_closed_and_counted,
+    a_silent_client_on_the_tls_port_is_closed_after_the_handshake_timeout,
+);
+
+/// curl (OpenSSL) trusting the test CA, by IP (the SAN holds 127.0.0.1) and
+/// by name (`--resolve`), over TLS 1.3 and capped at 1.2.
+#[test]
+fn curl_fetches_over_tls13_and_tls12() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("curl not found; skipping curl_fetches_over_tls13_and_tls12");
+        return;
+    }
+    let pki = Pki::new();
+    let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let server = Server::start(&leaf.args());
+    let port = server.https().port();
+    let out_dir = tempfile::tempdir().expect("temp dir");
+    let body = out_dir.path().join("body");
+    let cases: [(&[&str], &str, &str, &str, u16); 4] = [
+        (&["--tlsv1.3"], "127.0.0.1", "/big.bin", "TLSv1.3", 200),
+        (
+            &["--tlsv1.2", "--tls-max", "1.2"],
+            "127.0.0.1",
+            "/big.bin",
+            "TLSv1.2",
+            200,
+        ),
+        (
+            &["--tlsv1.3", "-r", "0-4"],
+            "localhost",
+            "/hello.txt",
+            "TLSv1.3",
+            206,
+        ),
+        (
+            &["--tlsv1.2", "--tls-max", "1.2", "-r", "0-4"],
+            "localhost",
+            "/hello.txt",
+            "TLSv1.2",
+            206,
+        ),
+    ];
+    for (flags, host, path, version, status) in cases {
+        let resolve = format!("localhost:{port}:127.0.0.1");
+        let url = format!("https://{host}:{port}{path}");
+        let out = common::run_bounded(
+            Command::new("curl")
+                .args(["-sS", "-v", "--max-time", "5", "--cacert"])
+                .arg(pki.ca_file())
+                .args(["--resolve", &resolve, "-o"])
+                .arg(&body)
+                .args(["-w", "%{http_code}"])
+                .args(flags)
+                .arg(&url),
+            Duration::from_secs(10),
+        );
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "curl {flags:?} {url}: {log}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            status.to_string(),
+            "{log}"
+        );
+        assert!(
+            log.contains(&format!("SSL connection using {version}")),
+            "curl {flags:?} {url} did not use {version}:\n{log}"
+        );
+        assert!(
+            log.contains("ALPN: server accepted http/1.1"),
+            "curl {flags:?} {url}: no http/1.1 ALPN:\n{log}"
+        );
+        let got = std::fs::read(&body).expect("curl output");
+        let want = if path == "/big.bin" {
+            big()
+        } else {
+            HELLO[..5].to_vec()
+        };
+        assert!(got == want, "curl {flags:?} {url}: body differs");
+    }
+}
+
+/// ALPN is `http/1.1`: a client offering none is served; one offering only
+/// `h2` is refused in the handshake (RFC 7301 §3.2 no_application_protocol)
+/// and counted as failed.
+#[test]
+fn alpn_is_http11_and_an_h2_only_client_is_refused() {
+    let server = Server::start(&["--tls-self-signed"]);
+    let mut none = Arc::unwrap_or_clone(pinned(&server.fingerprint, TLS13));
+    none.alpn_protocols.clear();
+    let mut s = connected(&Arc::new(none), server.https());
+    assert_eq!(s.conn.alpn_protocol(), None);
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+
+    let mut h2 = Arc::unwrap_or_clone(pinned(&server.fingerprint, TLS13));
+    h2.alpn_protocols = vec![b"h2".to_vec()];
+    let e = tls_connect(&Arc::new(h2), server.https())
+        .expect_err("an h2-only client must not be accepted");
+    assert!(
+        e.to_string().contains("NoApplicationProtocol"),
+        "unexpected error: {e}"
+    );
+    let text = server.wait_metrics(Duration::from_secs(3), |t| {
+        metric(t, "servery_tls_failed_total") >= 1
+    });
+    assert_eq!(metric(&text, "servery_tls_failed_total"), 1, "{text}");
+}
+
+/// `--tls-self-signed`: an ECDSA certificate whose fingerprint is the ready
+/// line's, valid (as its own root) for `localhost` and the bound IP and for
+/// nothing else; any SNI (or none) gets it.
+#[test]
+fn self_signed_identity_names_localhost_and_the_bound_ip() {
+    let server = Server::start(&["--tls-self-signed"]);
+    let s = connected(&pinned_full(&server.fingerprint), server.https());
+    let leaf = s.conn.peer_certificates().expect("certificates")[0].clone();
+    assert_eq!(fingerprint(&leaf), server.fingerprint);
+    drop(s);
+
+    for name in ["anything.example", "127.0.0.1", "localhost"] {
+        let mut s = tls_connect_as(&pinned_full(&server.fingerprint), server.https(), name)
+            .unwrap_or_else(|e| panic!("SNI {name}: {e}"));
+        assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO, "SNI {name}");
+    }
+
+    let mut roots = RootCertStore::empty();
+    roots.add(leaf).expect("self-signed certificate as a root");
+    let config = trusting(roots, TLS12);
+    for name in ["localhost", "127.0.0.1"] {
+        let mut s = tls_connect_as(&config, server.https(), name)
+            .unwrap_or_else(|e| panic!("verifying the self-signed certificate for {name}: {e}"));
+        let suite = format!(
+            "{:?}",
+            s.conn.negotiated_cipher_suite().expect("suite").suite()
+        );
+        assert!(suite.contains("ECDSA"), "{name}: {suite}");
+        assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    }
+    let e = tls_connect_as(&config, server.https(), "other.example")
+        .expect_err("the certificate must not be valid for other.example");
+    assert!(e.to_string().contains("not valid for name"), "{e}");
+}
+
+/// `--tls-bind` alone: the only listener is the TLS one.
+#[test]
+fn tls_bind_alone_opens_no_plain_listener() {
+    let server = Server::start(&["--tls-self-signed"]);
+    assert!(server.http.is_empty(), "{}", server.ready_line);
+    assert_eq!(server.https.len(), 1, "{}", server.ready_line);
+
+    let pki = Pki::new();
+    let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut args = vec!["--bind", "127.0.0.1:0"];
+    args.extend(leaf.args());
+    let both = Server::start(&args);
+    assert_eq!(both.http.len(), 1, "{}", both.ready_line);
+    assert_eq!(both.https.len(), 1, "{}", both.ready_line);
+    let mut plain = common::connect(both.http[0]);
+    plain
+        .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    assert_eq!(common::read_response(&mut plain).body, HELLO);
+    let mut s = connected(&trusting(pki.roots(), TLS13), both.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+}
+
+/// Whether `openssl` runs here (it makes the RSA and SEC1 keys).
+fn have_openssl() -> bool {
+    Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn openssl(args: &[&str]) {
+    let out = common::run_bounded(Command::new("openssl").args(args), Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// ECDSA P-256 and P-384 and Ed25519 (PKCS#8, from rcgen); with openssl
+/// also RSA as PKCS#8 and PKCS#1 and EC as SEC1 behind an `EC PARAMETERS`
+/// block: each is served over TLS 1.3 and 1.2.
+#[test]
+fn every_key_type_and_pem_encoding_is_served() {
+    let pki = Pki::new();
+    let mut cases: Vec<(String, PathBuf, PathBuf)> = Vec::new();
+    for (name, alg) in [
+        ("ecdsa-p256", &rcgen::PKCS_ECDSA_P256_SHA256),
+        ("ecdsa-p384", &rcgen::PKCS_ECDSA_P384_SHA384),
+        ("ed25519", &rcgen::PKCS_ED25519),
+    ] {
+        let leaf = pki.issue(alg);
+        cases.push((name.to_owned(), leaf.cert.clone(), leaf.key.clone()));
+    }
+    if have_openssl() {
+        let d = pki.dir.path();
+        let p = |f: &str| d.join(f).to_str().expect("UTF-8").to_owned();
+        let san = "subjectAltName=DNS:localhost,IP:127.0.0.1";
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            san,
+            "-keyout",
+            &p("rsa8.key"),
+            "-out",
+            &p("rsa.pem"),
+        ]);
+        openssl(&[
+            "rsa",
+            "-traditional",
+            "-in",
+            &p("rsa8.key"),
+            "-out",
+            &p("rsa1.key"),
+        ]);
+        openssl(&[
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-out",
+            &p("sec1.key"),
+        ]);
+        openssl(&[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &p("sec1.key"),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            san,
+            "-out",
+            &p("sec1.pem"),
+        ]);
+        let sec1 = std::fs::read_to_string(p("sec1.key")).expect("read SEC1 key");
+        assert!(sec1.contains("BEGIN EC PARAMETERS") && sec1.contains("BEGIN EC PRIVATE KEY"));
+        let rsa1 = std::fs::read_to_string(p("rsa1.key")).expect("read PKCS#1 key");
+        assert!(rsa1.contains("BEGIN RSA PRIVATE KEY"));
+        cases.push(("rsa-pkcs8".into(), d.join("rsa.pem"), d.join("rsa8.key")));
+        cases.push(("rsa-pkcs1".into(), d.join("rsa.pem"), d.join("rsa1.key")));
+        cases.push(("ec-sec1".into(), d.join("sec1.pem"), d.join("sec1.key")));
+    } else {
+        eprintln!("openssl not found; RSA and SEC1 keys not tried");
+    }
+    for (name, cert, key) in &cases {
+        let fp = pem_fingerprint(cert);
+        let server = Server::start(&[
+            "--tls-cert",
+            cert.to_str().expect("UTF-8"),
+            "--tls-key",
+            key.to_str().expect("UTF-8"),
+        ]);
+        assert_eq!(server.fingerprint, fp, "{name}");
+        for versions in [TLS13, TLS12] {
+            let mut s = tls_connect(&pinned(&fp, versions), server.https())
+                .unwrap_or_else(|e| panic!("{name} {versions:?}: {e}"));
+            assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO, "{name}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One identity and one ticket key set across workers
+
+/// `--workers 2`: 50 full handshakes all see the one certificate of the
+/// ready line, and both workers did some of them.
+fn two_workers_present_one_certificate(isolation: &str) {
+    let server = Server::start(&[
+        "--tls-self-signed",
+        "--workers",
+        "2",
+        "--isolation",
+        isolation,
+    ]);
+    let config = pinned_full(&server.fingerprint);
+    let mut seen = BTreeSet::new();
+    for _ in 0..50 {
+        let mut s = connected(&config, server.https());
+        assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Full));
+        seen.insert(peer_fingerprint(&s));
+        assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    }
+    assert_eq!(seen, BTreeSet::from([server.fingerprint.clone()]));
+    let text = server.wait_metrics(Duration::from_secs(5), |t| {
+        metric(t, "servery_tls_handshakes_total") >= 50
+    });
+    assert_eq!(metric(&text, "servery_tls_handshakes_total"), 50, "{text}");
+    for w in 0..2 {
+        assert!(
+            per_worker(&text, "servery_tls_handshakes_total", w) > 0,
+            "worker {w} did no handshake; reuseport did not spread 50 connections?\n{text}"
+        );
+    }
+}
+
+#[test]
+fn two_thread_workers_present_one_certificate() {
+    two_workers_present_one_certificate("thread");
+}
+
+#[test]
+fn two_process_workers_present_one_certificate() {
+    two_workers_present_one_certificate("process");
+}
+
+/// `--workers 2`: with one session store, every connection after the first
+/// resumes, and both workers resumed sessions (so tickets one worker issued
+/// opened on the other). Reuseport spreads connections by a hash of the
+/// client port: 30 connections leave a worker without any with probability
+/// about 2^-28; more are made if that happens.
+fn sessions_resume_on_either_worker(
+    isolation: &str,
+    versions: &[&'static SupportedProtocolVersion],
+) {
+    let server = Server::start(&[
+        "--tls-self-signed",
+        "--workers",
+        "2",
+        "--isolation",
+        isolation,
+    ]);
+    let config = pinned(&server.fingerprint, versions);
+    let mut s = connected(&config, server.https());
+    assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Full));
+    // TLS 1.3 tickets arrive after the handshake: reading a response takes
+    // them in.
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    drop(s);
+    let mut made = 1u64;
+    let both = |t: &str| (0..2).all(|w| per_worker(t, "servery_tls_resumed_total", w) > 0);
+    let text = loop {
+        let batch = if made == 1 { 29 } else { 20 };
+        for _ in 0..batch {
+            let mut s = connected(&config, server.https());
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(HandshakeKind::Resumed),
+                "connection {made} did not resume"
+            );
+            assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+            made += 1;
+        }
+        let text = server.wait_metrics(Duration::from_secs(4), |t| {
+            metric(t, "servery_tls_handshakes_total") >= made && both(t)
+        });
+        if both(&text) || made >= 200 {
+            break text;
+        }
+    };
+    assert!(
+        both(&text),
+        "a worker resumed nothing in {made} connections:\n{text}"
+    );
+    assert_eq!(
+        metric(&text, "servery_tls_handshakes_total"),
+        made,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "servery_tls_resumed_total"),
+        made - 1,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "servery_tls_failed_total"), 0, "{text}");
+}
+
+#[test]
+fn tls13_sessions_resume_on_either_worker_process() {
+    sessions_resume_on_either_worker("process", TLS13);
+}
+
+#[test]
+fn tls13_sessions_resume_on_either_worker_thread() {
+    sessions_resume_on_either_worker("thread", TLS13);
+}
+
+#[test]
+fn tls12_sessions_resume_on_either_worker_process() {
+    sessions_resume_on_either_worker("process", TLS12);
+}
+
+// ---------------------------------------------------------------------------
+// Reload
+
+/// What the load threads saw.
+#[derive(Default)]
+struct Tally {
+    ok: AtomicUsize,
+    connects: AtomicUsize,
+    retried: AtomicUsize,
+    failures: Mutex<Vec<String>>,
+    fingerprints: Mutex<BTreeSet<String>>,
+}
+
+/// A client thread doing keep-alive requests until `stop`: a request is
+/// retried on a new connection only if its connection closed before any
+/// byte of the response; everything else wrong is a failure.
+fn load(
+    config: Arc<ClientConfig>,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    tally: Arc<Tally>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let big = big();
+        let fail = |m: String| {
+            tally
+                .failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(m)
+        };
+        let mut conn: Option<Tls> = None;
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let (path, extra, want): (&str, &str, &[u8]) = if n % 2 == 0 {
+                ("/hello.txt", "", HELLO)
+            } else {
+                ("/big.bin", "Range: bytes=5000-5999\r\n", &big[5000..6000])
+            };
+            let mut s = match conn.take() {
+                Some(s) => s,
+                None => match tls_connect(&config, addr) {
+                    Ok(s) => {
+                        tally.connects.fetch_add(1, Ordering::Relaxed);
+                        tally
+                            .fingerprints
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(peer_fingerprint(&s));
+                        s
+                    }
+                    Err(e) => {
+                        fail(format!("connect: {e}"));
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                },
+            };
+            match request(&mut s, path, extra) {
+                Ok(r) if r.body == want && (r.status == 200 || r.status == 206) => {
+                    tally.ok.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                    if !r.closes() {
+                        conn = Some(s);
+                    }
+                }
+                Ok(r) => fail(format!("GET {path}: status {} {:?}", r.status, r.headers)),
+                Err(Fail::Unanswered(_)) => {
+                    tally.retried.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Fail::Broken(e)) => fail(format!("GET {path}: {e}")),
+            }
+        }
+    })
+}
+
+/// New cert and key files (a different key) written over the old ones, then
+/// SIGHUP: new connections get the new certificate while three keep-alive
+/// clients lose no request; tickets issued before the reload still resume.
+fn a_certificate_swapped_on_disk_is_served_after_sighup(isolation: &str) {
+    let pki = Pki::new();
+    let old = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let new = pki.issue(&rcgen::PKCS_ED25519);
+    let server = Server::start(&[
+        "--tls-cert",
+        old.cert(),
+        "--tls-key",
+        old.key(),
+        "--workers",
+        "2",
+        "--isolation",
+        isolation,
+        "--drain-timeout",
+        "5",
+    ]);
+    assert_eq!(server.fingerprint, old.fingerprint);
+    let config = trusting(pki.roots(), TLS13);
+    let mut s = connected(&config, server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    drop(s);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    // The load does full handshakes, so each connection shows the
+    // certificate actually served (a resumed one repeats the stored one).
+    let mut full = Arc::unwrap_or_clone(trusting(pki.roots(), TLS13));
+    full.resumption = Resumption::disabled();
+    let full = Arc::new(full);
+    let threads: Vec<_> = (0..3)
+        .map(|_| load(full.clone(), server.https(), stop.clone(), tally.clone()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+
+    new.install(&old.cert, &old.key);
+    server.signal(Signal::SIGHUP);
+    let probe = pinned_full(&new.fingerprint);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // A full handshake each time: the certificate is shown.
+    while tls_connect(&probe, server.https()).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was not served 10 s after SIGHUP; stderr:\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("load thread");
+    }
+
+    let failures = tally.failures.lock().unwrap_or_else(|e| e.into_inner());
+    let ok = tally.ok.load(Ordering::Relaxed);
+    assert!(
+        failures.is_empty(),
+        "{} failed requests ({ok} ok) during the swap: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(10)]
+    );
+    assert!(ok > 30, "only {ok} requests completed");
+    let fps = tally.fingerprints.lock().unwrap_or_else(|e| e.into_inner());
+    eprintln!(
+        "{isolation}: {ok} requests on {} connections, {} retried after an unanswered close, {} certificates seen",
+        tally.connects.load(Ordering::Relaxed),
+        tally.retried.load(Ordering::Relaxed),
+        fps.len()
+    );
+    // Drained keep-alive connections came back to the new generation.
+    assert_eq!(
+        *fps,
+        BTreeSet::from([old.fingerprint.clone(), new.fingerprint.clone()]),
+        "certificates seen by the load"
+    );
+
+    // A fresh full handshake shows only the new certificate now, and the
+    // session from before the reload (same ticket secret) still resumes.
+    let mut s = connected(&pinned_full(&new.fingerprint), server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    let mut s = connected(&config, server.https());
+    assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Resumed));
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+}
+
+#[test]
+fn a_certificate_swapped_on_disk_is_served_after_sighup_thread() {
+    a_certificate_swapped_on_disk_is_served_after_sighup("thread");
+}
+
+#[test]
+fn a_certificate_swapped_on_disk_is_served_after_sighup_process() {
+    a_certificate_swapped_on_disk_is_served_after_sighup("process");
+}
+
+/// A key that no longer matches the certificate on disk at SIGHUP: the
+/// reload is refused and the old certificate is still served; fixed files
+/// and another SIGHUP then take effect.
+#[test]
+fn a_broken_certificate_at_reload_keeps_the_old_one() {
+    let pki = Pki::new();
+    let old = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let new = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let mut server = Server::start(&old.args());
+    // New certificate, old key: a mismatch.
+    std::fs::write(&old.cert, &new.chain_pem).expect("write mismatched cert");
+    server.signal(Signal::SIGHUP);
+    server.wait_log("reload refused", 1, Duration::from_secs(5));
+    assert!(server.alive(), "a bad reload killed the server");
+    let mut s = connected(&pinned_full(&old.fingerprint), server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+
+    new.install(&old.cert, &old.key);
+    server.signal(Signal::SIGHUP);
+    let probe = pinned_full(&new.fingerprint);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tls_connect(&probe, server.https()).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the fixed certificate was not served after SIGHUP; stderr:\n{}",
+            server.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `--tls-self-signed` is made once per server: a reload presents the same
+/// certificate, and sessions from before it resume after it (the ticket
+/// secret lives as long as the server).
+#[test]
+fn the_self_signed_identity_and_tickets_survive_a_reload() {
+    let server = Server::start(&["--tls-self-signed", "--workers", "2"]);
+    let config = pinned(&server.fingerprint, TLS13);
+    let mut s = connected(&config, server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    drop(s);
+    server.signal(Signal::SIGHUP);
+    server.wait_log("reload complete", 1, Duration::from_secs(10));
+    for _ in 0..10 {
+        let mut s = connected(&pinned_full(&server.fingerprint), server.https());
+        assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    }
+    let mut s = connected(&config, server.https());
+    assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Resumed));
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+}
+
+// ---------------------------------------------------------------------------
+// Refusals
+
+/// Run `servery serve ROOT --no-pin --bind HELD ARGS` where HELD is a port
+/// this test listens on: a refusal must come (exit 2, no ready line) before
+/// anything binds, else the message would be about the held port. Returns
+/// stderr.
+fn refused(args: &[&str]) -> String {
+    let root = docroot();
+    let held = TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let held_addr = held.local_addr().expect("held address").to_string();
+    let mut full = vec![
+        "serve",
+        root.path().to_str().expect("UTF-8"),
+        "--no-pin",
+        "--bind",
+        &held_addr,
+    ];
+    full.extend(args);
+    let out = common::servery(&full);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(!stdout.contains("ready on"), "{args:?}: {stdout}");
+    stderr
+}
+
+#[test]
+fn a_key_that_does_not_match_the_certificate_exits_2() {
+    let pki = Pki::new();
+    let a = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let b = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let stderr = refused(&[
+        "--tls-bind",
+        "127.0.0.1:0",
+        "--tls-cert",
+        a.cert(),
+        "--tls-key",
+        b.key(),
+    ]);
+    let want = format!(
+        "servery: --tls-cert: the key in {} does not belong to the certificate in {}",
+        b.key(),
+        a.cert()
+    );
+    assert!(stderr.contains(&want), "want {want:?} in:\n{stderr}");
+}
+
+#[test]
+fn a_missing_or_unreadable_key_file_exits_2_naming_it() {
+    let pki = Pki::new();
+    let a = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let missing = pki.dir.path().join("missing.key");
+    let missing = missing.to_str().expect("UTF-8");
+    let stderr = refused(&[
+        "--tls-bind",
+        "127.0.0.1:0",
+        "--tls-cert",
+        a.cert(),
+        "--tls-key",
+        missing,
+    ]);
+    assert!(
+        stderr.contains(missing) && stderr.contains("No such file"),
+        "{stderr}"
+    );
+
+    // A directory is unreadable as a file, even for root.
+    let dir = pki.dir.path().to_str().expect("UTF-8");
+    let stderr = refused(&[
+        "--tls-bind",
+        "127.0.0.1:0",
+        "--tls-cert",
+        a.cert(),
+        "--tls-key",
+        dir,
+    ]);
+    assert!(stderr.contains(&format!("cannot read {dir}")), "{stderr}");
+
+    // Mode 000, where that stops us (not root).
+    use std::os::unix::fs::PermissionsExt;
+    let locked = pki.dir.path().join("locked.key");
+    std::fs::write(&locked, &a.key_pem).expect("write key");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    if std::fs::read(&locked).is_err() {
+        let locked = locked.to_str().expect("UTF-8");
+        let stderr = refused(&[
+            "--tls-bind",
+            "127.0.0.1:0",
+            "--tls-cert",
+            a.cert(),
+            "--tls-key",
+            locked,
+        ]);
+        assert!(
+            stderr.contains(locked) && stderr.contains("ermission denied"),
+            "{stderr}"
+        );
+    } else {
+        eprintln!("running as root: mode 000 does not stop reads; checked a directory instead");
+    }
+}
+
+#[test]
+fn files_that_hold_no_certificate_or_no_key_exit_2() {
+    let pki = Pki::new();
+    let a = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let junk = pki.dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").expect("write junk");
+    let junk = junk.to_str().expect("UTF-8");
+    let stderr = refused(&[
+        "--tls-bind",
+        "127.0.0.1:0",
+        "--tls-cert",
+        junk,
+        "--tls-key",
+        a.key(),
+    ]);
+    assert!(
+        stderr.contains(&format!("{junk} holds no PEM certificate")),
+        "{stderr}"
+    );
+    // The certificate file given as the key.
+    let stderr = refused(&[
+        "--tls-bind",
+        "127.0.0.1:0",
+        "--tls-cert",
+        a.cert(),
+        "--tls-key",
+        a.cert(),
+    ]);
+    assert!(
+        stderr.contains(&format!("{} holds no PEM private key", a.cert())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tls_bind_without_a_certificate_exits_2() {
+    let stderr = refused(&["--tls-bind", "127.0.0.1:0"]);
+    assert!(
+        stderr.contains("--tls-bind") && stderr.contains("--tls-self-signed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_certificate_without_tls_bind_exits_2() {
+    let pki = Pki::new();
+    let a = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let stderr = refused(&a.args());
+    assert!(
+        stderr.contains("--tls-bind") && stderr.contains("no TLS listener"),
+        "{stderr}"
+    );
+    let stderr = refused(&["--tls-self-signed"]);
+    assert!(stderr.contains("--tls-bind"), "{stderr}");
+}
+
+#[test]
+fn half_an_identity_or_two_of_them_exit_2() {
+    let pki = Pki::new();
+    let a = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let stderr = refused(&["--tls-bind", "127.0.0.1:0", "--tls-cert", a.cert()]);
+    assert!(stderr.contains("--tls-key"), "{stderr}");
+    let stderr = refused(&["--tls-bind", "127.0.0.1:0", "--tls-key", a.key()]);
+    assert!(stderr.contains("--tls-cert"), "{stderr}");
+    let mut both = vec!["--tls-bind", "127.0.0.1:0", "--tls-self-signed"];
+    both.extend(a.args());
+    let stderr = refused(&both);
+    assert!(stderr.contains("--tls-self-signed"), "{stderr}");
+}
+
+/// RFC 8446 §6.1: each party MUST send close_notify before closing its
+/// write side (unless it sent an error alert). A kept-alive connection the
+/// server closes for idling (`--keepalive-timeout`) is closed the same way.
+#[test]
+#[ignore = "bug: worker::conn::serve returns on the keep-alive/header timeout and on read EOF without the GRACEFUL_CLOSE shutdown, so TLS gets a bare FIN (RFC 8446 §6.1)"]
+fn an_idle_connection_closed_by_the_server_ends_with_close_notify() {
+    let server = Server::start(&["--tls-self-signed", "--keepalive-timeout", "1"]);
+    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "not closed after the keep-alive timeout"
+    );
+    assert!(rest.is_empty(), "{rest:?}");
+    end.expect("the idle close ends with close_notify, not a bare FIN");
+}
+
+/// The same for an idle kept-alive connection closed because its generation
+/// drains (SIGHUP).
+#[test]
+#[ignore = "bug: a drain's shutdown(SHUT_RD) of an idle TLS connection ends in worker::conn::serve's `Ok(0) => return`, without close_notify (RFC 8446 §6.1)"]
+fn an_idle_connection_closed_by_a_drain_ends_with_close_notify() {
+    let server = Server::start(&["--tls-self-signed"]);
+    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    server.signal(Signal::SIGHUP);
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{rest:?}");
+    end.expect("the drain's close ends with close_notify, not a bare FIN");
+}
