@@ -58,9 +58,9 @@ impl Gate {
     }
 
     /// Called by the run's thread after spawning `spawned` workers: waits for all of them to
-    /// arrive, then starts the clock if `go` and no setup failed, else aborts. Returns whether
-    /// the run started.
-    pub(crate) fn open(&self, spawned: usize, go: bool) -> bool {
+    /// arrive, then starts the clock if `go` and no setup failed, else aborts. Returns
+    /// time zero when the run started, `None` when it was aborted.
+    pub(crate) fn open(&self, spawned: usize, go: bool) -> Option<Instant> {
         let mut state = self.lock();
         while state.arrived < spawned {
             state = self
@@ -69,9 +69,10 @@ impl Gate {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         let start = go && !state.failed;
-        state.verdict = Some(start.then(Instant::now));
+        let zero = start.then(Instant::now);
+        state.verdict = Some(zero);
         self.changed.notify_all();
-        start
+        zero
     }
 }
 
@@ -114,7 +115,7 @@ mod tests {
         let gate = Gate::default();
         let zeros: Vec<Option<Instant>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..3).map(|_| s.spawn(|| gate.arrive(true))).collect();
-            assert!(gate.open(3, true));
+            assert!(gate.open(3, true).is_some());
             handles
                 .into_iter()
                 .map(|h| h.join().expect("worker"))
@@ -133,7 +134,7 @@ mod tests {
                 let _arrival = Arrival::new(&gate);
                 panic!("setup failed");
             });
-            assert!(!gate.open(2, true));
+            assert!(gate.open(2, true).is_none());
             assert_eq!(ok.join().expect("worker"), None);
             assert!(panicked.join().is_err());
         });
@@ -145,7 +146,7 @@ mod tests {
         std::thread::scope(|s| {
             let ok = s.spawn(|| gate.arrive(true));
             let bad = s.spawn(|| gate.arrive(false));
-            assert!(!gate.open(2, true));
+            assert!(gate.open(2, true).is_none());
             assert_eq!(ok.join().expect("worker"), None);
             assert_eq!(bad.join().expect("worker"), None);
         });

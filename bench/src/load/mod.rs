@@ -76,6 +76,14 @@ impl Shared<'_> {
 /// Runs `plan` (without validating the server first: see `validate::check`) and reports
 /// what happened in the timed window.
 pub fn run(plan: &Plan) -> Result<Report, Error> {
+    run_with(plan, || {})
+}
+
+/// [`run`], calling `at_window` on the calling thread when the timed window opens (time zero
+/// plus the warm-up), while the workers run. A driver samples server-side counters there, so
+/// that they cover the same window as the report; the window closes when this returns.
+/// `at_window` is not called when the run aborts before it starts.
+pub fn run_with<F: FnOnce()>(plan: &Plan, at_window: F) -> Result<Report, Error> {
     plan.check()?;
     let threads = plan.threads.get();
     let shared = Shared {
@@ -102,6 +110,12 @@ pub fn run(plan: &Plan) -> Result<Report, Error> {
             }
         }
         let started = shared.gate.open(handles.len(), spawn_error.is_none());
+        if let Some(zero) = started {
+            let window = zero + plan.warmup;
+            std::thread::sleep(window.saturating_duration_since(Instant::now()));
+            at_window();
+        }
+        let started = started.is_some();
         let mut results: Vec<Result<Worked, Error>> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or(Err(Error::Panicked)))

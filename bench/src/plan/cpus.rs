@@ -1,5 +1,6 @@
 //! CPU lists in the `taskset -c` / cpuset syntax: `1`, `2-3,8`.
 
+use std::fmt;
 use std::str::FromStr;
 
 use super::Error;
@@ -10,6 +11,11 @@ use super::Error;
 pub struct CpuSet(Vec<usize>);
 
 impl CpuSet {
+    /// The set of `ids`, or `None` when `ids` is empty.
+    pub fn from_ids(ids: Vec<usize>) -> Option<CpuSet> {
+        (!ids.is_empty()).then_some(CpuSet(ids))
+    }
+
     pub fn ids(&self) -> &[usize] {
         &self.0
     }
@@ -17,6 +23,30 @@ impl CpuSet {
     /// The CPU for worker `i`: workers wrap around the list.
     pub fn for_worker(&self, i: usize) -> usize {
         self.0[i % self.0.len()]
+    }
+}
+
+/// The `taskset -c` form, runs of consecutive ids collapsed: `[0, 1, 2, 5]` is `0-2,5`.
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0.as_slice();
+        let mut sep = "";
+        while let Some((&lo, _)) = rest.split_first() {
+            // The run is as long as each id is one more than the one before.
+            let len = 1 + rest
+                .windows(2)
+                .take_while(|pair| pair[1] == pair[0] + 1)
+                .count();
+            let hi = rest[len - 1];
+            if len == 1 {
+                write!(f, "{sep}{lo}")?;
+            } else {
+                write!(f, "{sep}{lo}-{hi}")?;
+            }
+            sep = ",";
+            rest = &rest[len..];
+        }
+        Ok(())
     }
 }
 
@@ -60,6 +90,17 @@ mod tests {
         let set: CpuSet = "4-5".parse().expect("ok");
         assert_eq!(set.for_worker(0), 4);
         assert_eq!(set.for_worker(3), 5);
+    }
+
+    #[test]
+    fn displays_as_taskset_lists() {
+        let show = |ids: Vec<usize>| CpuSet::from_ids(ids).expect("non-empty").to_string();
+        assert_eq!(show(vec![3]), "3");
+        assert_eq!(show(vec![0, 1, 2, 5]), "0-2,5");
+        assert_eq!(show(vec![4, 6, 7, 1]), "4,6-7,1");
+        assert!(CpuSet::from_ids(Vec::new()).is_none());
+        let set: CpuSet = "2-3,8".parse().expect("ok");
+        assert_eq!(set.to_string().parse::<CpuSet>().expect("ok"), set);
     }
 
     #[test]

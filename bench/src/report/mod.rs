@@ -55,6 +55,24 @@ pub struct Report {
     pub unfinished: u64,
     /// CPU time (user + system) the client's worker threads used in the window.
     pub client_cpu_s: f64,
+    /// Latency at each of [`CDF_QUANTILES`], for drawing a CDF (empty when nothing was
+    /// counted). Library use only: not part of the `servery-load/1` JSON.
+    #[serde(skip)]
+    pub latency_cdf: Vec<Quantile>,
+}
+
+/// The quantiles [`Report::latency_cdf`] holds: deciles for the body, then the "nines" a
+/// log-scale tail plot needs, then the maximum.
+pub const CDF_QUANTILES: [f64; 18] = [
+    0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999,
+    0.99999, 1.0,
+];
+
+/// One point of a latency CDF: the fraction `q` of counted requests took at most `us`.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Quantile {
+    pub q: f64,
+    pub us: u64,
 }
 
 /// Latency distribution of counted requests, microseconds. All zero when nothing was counted.
@@ -119,6 +137,17 @@ impl Report {
                 max: h.max(),
             }
         };
+        let latency_cdf = if h.is_empty() {
+            Vec::new()
+        } else {
+            CDF_QUANTILES
+                .iter()
+                .map(|&q| Quantile {
+                    q,
+                    us: h.value_at_quantile(q),
+                })
+                .collect()
+        };
         let e = |class| tally.errors(class);
         let errors = Errors {
             connect: e(ErrorClass::Connect),
@@ -153,6 +182,7 @@ impl Report {
             unsent: tally.unsent,
             unfinished: tally.unfinished,
             client_cpu_s: tally.cpu.as_secs_f64(),
+            latency_cdf,
         }
     }
 
@@ -260,6 +290,9 @@ mod tests {
         assert_eq!(json["schema"], SCHEMA);
         assert_eq!(json["latency_us"]["p999"], report.latency_us.p999);
         assert!(report.summary().contains("req/s"));
+        assert_eq!(report.latency_cdf.len(), CDF_QUANTILES.len());
+        assert_eq!(report.latency_cdf.last().map(|q| q.us), Some(1000));
+        assert!(json.get("latency_cdf").is_none());
     }
 
     #[test]
