@@ -10,21 +10,25 @@
 //!   closed loop, open loop ([`Mode::Open`]), pipelining, churn, error classes.
 //! - `http`: request serialization and incremental response framing, no I/O.
 //! - [`report`]: the result record, its JSON schema and the human summary.
+//! - [`matrix`]: `servery-load matrix`, scenarios × servers × workers × trials against servery,
+//!   nginx and h2o, with the raw artifact, markdown tables and SVG charts.
 //! - `sys`: the only module allowed `unsafe`: epoll, timerfd, getrusage, affinity.
 //!
 //! # Library use
-//! A driver (tests, a future `servery-load matrix`) builds a [`Plan`] with [`Plan::new`],
-//! adjusts its fields, then calls [`validate::check`] and [`load::run`], getting a [`Report`].
+//! A driver (tests, [`matrix`]) builds a [`Plan`] with [`Plan::new`], adjusts its fields, then
+//! calls [`validate::check`] and [`load::run`] (or [`load::run_with`], to sample the server
+//! when the timed window opens), getting a [`Report`].
 
 pub mod cli;
 pub(crate) mod http;
 pub mod load;
+pub mod matrix;
 pub mod plan;
 pub mod report;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 pub mod validate;
 
-pub use load::{run, ErrorClass};
+pub use load::{run, run_with, ErrorClass};
 pub use plan::{Mode, Plan};
 pub use report::Report;

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use crate::matrix::scenario::Scenario;
+use crate::matrix::server::Server;
+
 /// Parses `10s`, `500ms`, `2m`, `1h`, `250us`, `1.5s`; a bare number is seconds.
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -25,6 +28,25 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
         }
     };
     Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// A matrix scenario by name.
+pub(crate) fn scenario(text: &str) -> Result<Scenario, String> {
+    Scenario::parse(text.trim()).ok_or_else(|| {
+        let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "unknown scenario {text:?}; choose from {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// A matrix server by name.
+pub(crate) fn server(text: &str) -> Result<Server, String> {
+    Server::parse(text.trim()).ok_or_else(|| {
+        let names: Vec<&str> = Server::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown server {text:?}; choose from {}", names.join(", "))
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! syscalls the load generator needs and that no allowed crate wraps the way we want.
 //!
 //! Owns: epoll, level-triggered for sockets ([`epoll`]), a nanosecond-precision wake-up timer ([`timer`]),
-//! per-thread CPU accounting ([`rusage`]) and CPU pinning ([`affinity`]).
+//! per-thread CPU accounting ([`rusage`]), CPU pinning ([`affinity`]), and for the matrix the
+//! `/proc` clock-tick unit and signals to server processes ([`process`]).
 //! Does not own: sockets (non-blocking `connect` comes from `mio::net::TcpStream`, which is safe)
 //! or any policy about when to call these.
 //!
@@ -16,5 +17,6 @@
 
 pub(crate) mod affinity;
 pub(crate) mod epoll;
+pub(crate) mod process;
 pub(crate) mod rusage;
 pub(crate) mod timer;

@@ -1,0 +1,584 @@
+//! `servery-load matrix`: every scenario × server × worker count × trial, measured the same
+//! way, kept raw, and summarized into the seed's tables and charts.
+//!
+//! Owns: the order of the run (server order rotates across trials, so no server always goes
+//! first or last), starting and stopping servers, sampling them from `/proc`, and writing the
+//! artifact set under `bench/results/`: `matrix-STAMP.json` (identity and every raw trial),
+//! `matrix-STAMP.md` (the tables) and two SVG charts.
+//! Does not own: load generation (`load::run_with`) or checking answers (`validate`).
+//!
+//! Flow:
+//! 1. Split the CPUs into a server side and a client side ([`cores`]); drop worker counts the
+//!    server side has no physical cores for, saying so.
+//! 2. Build servery and `examples/hello` (or take `--servery-bin`/`--hello-bin`); find the
+//!    peers; record the [`identity`]. Pin this thread to a client CPU.
+//! 3. Write the docroot ([`scenario`]) into a temp directory.
+//! 4. For each scenario, worker count and trial, for each server in the trial's rotated order
+//!    (`trial`): start it on a fresh port under `taskset`, wait for its first valid answer,
+//!    validate the scenario's request, run warm-up and window while sampling its memory,
+//!    read its CPU time at the window's edges, stop it.
+//! 5. Summarize each point ([`point`]), compute scaling, render the tables ([`render`]) and
+//!    charts ([`chart`]), write the files.
+
+pub mod chart;
+pub mod cores;
+pub mod identity;
+pub mod point;
+pub mod probe;
+pub mod procfs;
+pub mod progress;
+pub mod render;
+pub mod scenario;
+pub mod server;
+pub mod stats;
+mod trial;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::plan::CpuSet;
+use cores::{Assignment, Topology};
+use identity::Identity;
+use point::Point;
+use progress::Progress;
+use scenario::Scenario;
+use server::{Programs, Server};
+
+/// The seed's trial count: seven gives a median and MAD that one bad trial cannot move much.
+pub const DEFAULT_TRIALS: usize = 7;
+/// The seed's window.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// The seed's warm-up.
+pub const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
+/// `--quick`: the fewest trials that still have a median and a MAD.
+pub const QUICK_TRIALS: usize = 3;
+/// `--quick` window.
+pub const QUICK_DURATION: Duration = Duration::from_secs(3);
+/// `--quick` warm-up: 1 s instead of 3 s keeps the full 7 × 4 matrix of a 2-core machine
+/// (84 trials) well under 10 minutes; connections and caches settle within it on loopback.
+pub const QUICK_WARMUP: Duration = Duration::from_secs(1);
+/// The seed's worker counts, capped by the server side's physical cores.
+pub const DEFAULT_WORKERS: [usize; 3] = [1, 2, 4];
+/// Identifies the artifact's JSON layout; bump on any incompatible change.
+pub const SCHEMA: &str = "servery-matrix/1";
+
+/// A validated matrix request.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub scenarios: Vec<Scenario>,
+    pub servers: Vec<Server>,
+    pub workers: Vec<usize>,
+    pub trials: usize,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub quick: bool,
+    pub server_cpus: Option<CpuSet>,
+    pub client_cpus: Option<CpuSet>,
+    /// Prebuilt binaries; when absent the matrix runs `cargo build --release`.
+    pub servery_bin: Option<PathBuf>,
+    pub hello_bin: Option<PathBuf>,
+    /// The servery checkout: where cargo builds, `scripts/lib` lives and git is asked.
+    pub repo: PathBuf,
+    /// Where the artifact files go.
+    pub out_dir: PathBuf,
+    /// The command line, recorded in the artifact.
+    pub command: Vec<String>,
+}
+
+/// A matrix that could not run (a server failing inside a trial is recorded instead).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Cores(#[from] cores::Error),
+    #[error("none of the requested worker counts {wanted:?} fits the server side's {cores} physical core(s); pass --workers 1 or give the server more CPUs")]
+    NoWorkers { wanted: Vec<usize>, cores: usize },
+    #[error("no server left to measure: {reasons}")]
+    NoServers { reasons: String },
+    #[error("cannot run cargo in {repo:?}: {source} (or pass --servery-bin and --hello-bin)")]
+    Cargo { repo: PathBuf, source: io::Error },
+    #[error("`cargo build --release --bin servery --example hello` failed ({status})")]
+    Build { status: ExitStatus },
+    #[error("{path:?} is not an executable file ({flag})")]
+    Binary { path: PathBuf, flag: &'static str },
+    #[error("cannot pin the matrix to client CPU {cpu}")]
+    Pin { cpu: usize },
+    #[error("{path:?}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Chart(#[from] chart::Error),
+}
+
+/// The files a run wrote, and its tables.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub json: PathBuf,
+    pub markdown_path: PathBuf,
+    pub charts: Vec<PathBuf>,
+    pub markdown: String,
+}
+
+/// The settings block of the artifact.
+#[derive(Clone, Debug, Serialize)]
+struct Settings {
+    quick: bool,
+    trials: usize,
+    duration_s: f64,
+    warmup_s: f64,
+    scenarios: Vec<Scenario>,
+    servers: Vec<Server>,
+    workers: Vec<usize>,
+    workers_skipped: Vec<usize>,
+    static_connections: usize,
+    app_connections: usize,
+    client_bound_busy: f64,
+}
+
+#[derive(Serialize)]
+struct Artifact<'a> {
+    schema: &'static str,
+    identity: &'a Identity,
+    settings: &'a Settings,
+    assignment: &'a Assignment,
+    programs: &'a Programs,
+    /// Each peer's config text as first written for each worker count ("nginx/1").
+    configs: &'a BTreeMap<String, String>,
+    notes: &'a [String],
+    points: &'a [Point],
+    /// Which trial's CDF each latency chart curve is: (scenario, server, trial).
+    cdf_trials: Vec<(Scenario, Server, usize)>,
+    tables_markdown: &'a str,
+    charts: Vec<String>,
+}
+
+/// Runs the matrix `options` describes; see the module docs for the flow.
+pub fn run(options: &Options) -> Result<Outcome, Error> {
+    // 1. CPUs.
+    let allowed: Vec<usize> = core_affinity::get_core_ids()
+        .map(|ids| ids.into_iter().map(|c| c.id).collect())
+        .unwrap_or_default();
+    let topology = Topology::read(&allowed);
+    let assignment = cores::assign(
+        &topology,
+        options.server_cpus.as_ref(),
+        options.client_cpus.as_ref(),
+    )?;
+    let (workers, workers_skipped) = cores::cap_workers(&options.workers, assignment.server_cores);
+    if workers.is_empty() {
+        return Err(Error::NoWorkers {
+            wanted: options.workers.clone(),
+            cores: assignment.server_cores,
+        });
+    }
+    let mut notes: Vec<String> = assignment.notes.clone();
+    if !workers_skipped.is_empty() {
+        notes.push(format!(
+            "Worker counts {workers_skipped:?} skipped: the server side has {} physical core(s) \
+             (CPUs {:?}; client CPUs {:?}), and a worker never shares a core. Scaling figures \
+             need a machine with more cores.",
+            assignment.server_cores, assignment.server, assignment.client
+        ));
+    }
+
+    // 2. Programs and identity.
+    let programs = programs(options)?;
+    let mut servers = Vec::new();
+    let mut missing = Vec::new();
+    for &server in &options.servers {
+        let absent = match server {
+            Server::Nginx => programs.nginx.is_none(),
+            Server::H2o => programs.h2o.is_none(),
+            _ => false,
+        };
+        if absent {
+            missing.push(server.name());
+        } else {
+            servers.push(server);
+        }
+    }
+    if !missing.is_empty() {
+        notes.push(format!(
+            "Not installed, so not measured: {} (scripts/install-peers.sh installs them).",
+            missing.join(", ")
+        ));
+    }
+    if servers.is_empty() {
+        return Err(Error::NoServers {
+            reasons: format!("{} not installed", missing.join(", ")),
+        });
+    }
+    if options.scenarios.contains(&Scenario::App1k) && servers.iter().any(|s| !s.is_servery()) {
+        notes.push(
+            "app-1k: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
+             nginx and h2o serve hello.txt, a static file with exactly that body, marked \
+             \"(static file)\"."
+                .to_string(),
+        );
+    }
+    let (started_utc, stamp) = identity::utc_now();
+    let version = |p: &Option<PathBuf>, args: &[&str]| {
+        p.as_deref().and_then(|p| identity::first_line(p, args))
+    };
+    let wrk = which("wrk");
+    let identity = Identity {
+        started_utc,
+        command: identity::shell_quote(&options.command),
+        git_commit: identity::git_commit(&options.repo),
+        git_dirty: identity::git_dirty(&options.repo),
+        servery_sha256: identity::sha256_file(&programs.servery).ok(),
+        hello_sha256: identity::sha256_file(&programs.hello).ok(),
+        nginx_version: version(&programs.nginx, &["-v"]),
+        h2o_version: version(&programs.h2o, &["--version"]),
+        wrk_version: version(&wrk, &["--version"]),
+        kernel: identity::kernel(),
+        cpu_model: identity::cpu_model(),
+        logical_cpus: topology.logical_cpus(),
+        physical_cores: topology.physical_cores().len(),
+    };
+    let client = assignment.client[0];
+    if !crate::sys::affinity::pin(client) {
+        return Err(Error::Pin { cpu: client });
+    }
+
+    // 3. Docroot.
+    let work = WorkDir::create()?;
+    let docroot = work.path.join("docroot");
+    scenario::write_docroot(&docroot).map_err(|source| Error::Io {
+        path: docroot.clone(),
+        source,
+    })?;
+
+    // 4. Trials.
+    let settings = Settings {
+        quick: options.quick,
+        trials: options.trials,
+        duration_s: options.duration.as_secs_f64(),
+        warmup_s: options.warmup.as_secs_f64(),
+        scenarios: options.scenarios.clone(),
+        servers: servers.clone(),
+        workers: workers.clone(),
+        workers_skipped,
+        static_connections: scenario::STATIC_CONNECTIONS,
+        app_connections: scenario::APP_CONNECTIONS,
+        client_bound_busy: stats::CLIENT_BOUND_BUSY,
+    };
+    let context = trial::Context {
+        programs: &programs,
+        docroot: &docroot,
+        work: &work.path,
+        client_cpus: CpuSet::from_ids(assignment.client.clone()).ok_or(Error::Pin { cpu: 0 })?,
+        duration: options.duration,
+        warmup: options.warmup,
+    };
+    let total = options.scenarios.len() * workers.len() * options.trials * servers.len();
+    let guess = options.warmup + options.duration + Duration::from_millis(500);
+    let mut progress = Progress::new(total, guess);
+    let mut points: Vec<Point> = Vec::new();
+    let mut configs = BTreeMap::new();
+    for &scenario in &options.scenarios {
+        for &n in &workers {
+            let cpus =
+                CpuSet::from_ids(assignment.server[..n].to_vec()).ok_or(Error::NoWorkers {
+                    wanted: vec![n],
+                    cores: assignment.server_cores,
+                })?;
+            for t in 1..=options.trials {
+                for (position, server) in rotated(&servers, t - 1).into_iter().enumerate() {
+                    progress.begin(&format!(
+                        "{} · {} · {n} worker(s) · trial {t}/{}",
+                        scenario.name(),
+                        server.name(),
+                        options.trials
+                    ));
+                    let (record, config) = context.run(scenario, server, &cpus, t, position);
+                    if let Some(text) = config {
+                        configs
+                            .entry(format!("{}/{n}", server.name()))
+                            .or_insert(text);
+                    }
+                    progress.finish_one();
+                    let index = match points.iter().position(|p| {
+                        p.scenario == scenario && p.server == server && p.workers == n
+                    }) {
+                        Some(i) => i,
+                        None => {
+                            points.push(Point {
+                                scenario,
+                                server,
+                                workers: n,
+                                server_cpus: cpus.ids().to_vec(),
+                                trials: Vec::new(),
+                                summary: point::Summary::default(),
+                            });
+                            points.len() - 1
+                        }
+                    };
+                    points[index].trials.push(record);
+                }
+            }
+        }
+    }
+    progress.close();
+
+    // 5. Summaries, tables, charts, files. Rows go scenario, server, workers.
+    for p in &mut points {
+        p.summary = point::summarize(&p.trials);
+    }
+    point::fill_scaling(&mut points);
+    let order = |s: Server| servers.iter().position(|&x| x == s);
+    points.sort_by_key(|p| {
+        (
+            options.scenarios.iter().position(|&s| s == p.scenario),
+            order(p.server),
+            p.workers,
+        )
+    });
+    fs::create_dir_all(&options.out_dir).map_err(|source| Error::Io {
+        path: options.out_dir.clone(),
+        source,
+    })?;
+    let base = options.out_dir.join(format!("matrix-{stamp}"));
+    let charts = [
+        (
+            base.with_extension("rps.svg"),
+            chart::rps_vs_workers(&points)?,
+        ),
+        (
+            base.with_extension("latency.svg"),
+            chart::latency_cdf(&points)?,
+        ),
+    ];
+    let markdown = markdown(&identity, &settings, &assignment, &notes, &points, &charts);
+    let json_path = base.with_extension("json");
+    let md_path = base.with_extension("md");
+    let artifact = Artifact {
+        schema: SCHEMA,
+        identity: &identity,
+        settings: &settings,
+        assignment: &assignment,
+        programs: &programs,
+        configs: &configs,
+        notes: &notes,
+        points: &points,
+        cdf_trials: chart::cdf_sources(&points),
+        tables_markdown: &markdown,
+        charts: charts.iter().map(|(p, _)| file_name(p)).collect(),
+    };
+    let json = serde_json::to_string_pretty(&artifact).map_err(|e| Error::Io {
+        path: json_path.clone(),
+        source: e.into(),
+    })?;
+    let write = |path: &Path, text: &str| {
+        fs::write(path, text).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    write(&json_path, &(json + "\n"))?;
+    write(&md_path, &markdown)?;
+    for (path, svg) in &charts {
+        write(path, svg)?;
+    }
+    Ok(Outcome {
+        json: json_path,
+        markdown_path: md_path,
+        charts: charts.into_iter().map(|(p, _)| p).collect(),
+        markdown,
+    })
+}
+
+/// `servers` rotated left by `by`: trial 1 runs A B C D, trial 2 B C D A, and so on.
+pub fn rotated<T: Copy>(servers: &[T], by: usize) -> Vec<T> {
+    if servers.is_empty() {
+        return Vec::new();
+    }
+    let by = by % servers.len();
+    servers[by..]
+        .iter()
+        .chain(&servers[..by])
+        .copied()
+        .collect()
+}
+
+/// The run's markdown: what ran, on what, then the tables and the charts.
+fn markdown(
+    identity: &Identity,
+    settings: &Settings,
+    assignment: &Assignment,
+    notes: &[String],
+    points: &[Point],
+    charts: &[(PathBuf, String)],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Command: `{}`\n", identity.command);
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_string());
+    let _ = writeln!(
+        out,
+        "- Started {} on {} ({} logical CPU(s), {} physical core(s)), kernel {}",
+        identity.started_utc,
+        opt(&identity.cpu_model),
+        identity.logical_cpus,
+        identity.physical_cores,
+        opt(&identity.kernel)
+    );
+    let _ = writeln!(
+        out,
+        "- Commit {}{}; servery sha256 {}",
+        opt(&identity.git_commit),
+        match identity.git_dirty {
+            Some(true) => " (dirty)",
+            _ => "",
+        },
+        opt(&identity.servery_sha256)
+    );
+    let _ = writeln!(
+        out,
+        "- Peers: {}, {}",
+        opt(&identity.nginx_version),
+        opt(&identity.h2o_version)
+    );
+    let _ = writeln!(
+        out,
+        "- Server CPUs {:?}, client CPUs {:?} (one load thread each); {} trial(s) × {} s after \
+         {} s warm-up; c{} static, c{} app; server order rotates each trial",
+        assignment.server,
+        assignment.client,
+        settings.trials,
+        settings.duration_s,
+        settings.warmup_s,
+        settings.static_connections,
+        settings.app_connections
+    );
+    for note in notes {
+        let _ = writeln!(out, "- {note}");
+    }
+    out.push('\n');
+    out.push_str(&render::tables(points));
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Charts: {}. RPS MAD and p99 MAD are median absolute deviations over trials; a point \
+         with any error or failed trial is **invalid**; \"client-bound\" means the client's \
+         core was at least {:.0} % busy, so the figure is a floor for the server.",
+        charts
+            .iter()
+            .map(|(p, _)| format!("`{}`", file_name(p)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        settings.client_bound_busy * 100.0
+    );
+    out
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// servery, hello and the peers: given, built, or found on `PATH` (and `/usr/sbin`).
+fn programs(options: &Options) -> Result<Programs, Error> {
+    let (servery, hello) = match (&options.servery_bin, &options.hello_bin) {
+        (Some(s), Some(h)) => (s.clone(), h.clone()),
+        (given_servery, given_hello) => {
+            let status = Command::new("cargo")
+                .args([
+                    "build",
+                    "--release",
+                    "--bin",
+                    "servery",
+                    "--example",
+                    "hello",
+                ])
+                .current_dir(&options.repo)
+                .status()
+                .map_err(|source| Error::Cargo {
+                    repo: options.repo.clone(),
+                    source,
+                })?;
+            if !status.success() {
+                return Err(Error::Build { status });
+            }
+            let target = match std::env::var_os("CARGO_TARGET_DIR") {
+                Some(dir) => options.repo.join(dir),
+                None => options.repo.join("target"),
+            };
+            (
+                given_servery
+                    .clone()
+                    .unwrap_or_else(|| target.join("release/servery")),
+                given_hello
+                    .clone()
+                    .unwrap_or_else(|| target.join("release/examples/hello")),
+            )
+        }
+    };
+    for (path, flag) in [(&servery, "--servery-bin"), (&hello, "--hello-bin")] {
+        if !path.is_file() {
+            return Err(Error::Binary {
+                path: path.clone(),
+                flag,
+            });
+        }
+    }
+    let absolute = |p: PathBuf| fs::canonicalize(&p).unwrap_or(p);
+    Ok(Programs {
+        servery: absolute(servery),
+        hello: absolute(hello),
+        nginx: which("nginx"),
+        h2o: which("h2o"),
+        scripts_lib: absolute(options.repo.join("scripts/lib")),
+    })
+}
+
+/// `name` on `PATH`, or in `/usr/sbin` (where nginx lives and a non-root `PATH` may not look).
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A private temp directory for the docroot, configs and logs, removed on drop.
+struct WorkDir {
+    path: PathBuf,
+}
+
+impl WorkDir {
+    fn create() -> Result<WorkDir, Error> {
+        let path = std::env::temp_dir().join(format!("servery-matrix.{}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(WorkDir { path })
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_order_rotates_across_trials() {
+        let s = ["a", "b", "c", "d"];
+        assert_eq!(rotated(&s, 0), ["a", "b", "c", "d"]);
+        assert_eq!(rotated(&s, 1), ["b", "c", "d", "a"]);
+        assert_eq!(rotated(&s, 5), ["b", "c", "d", "a"]);
+        assert!(rotated::<u8>(&[], 3).is_empty());
+    }
+}

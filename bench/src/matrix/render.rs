@@ -1,0 +1,321 @@
+//! The markdown the matrix prints and stores: the seed's two tables ("Throughput and tail
+//! latency", "Startup, CPU and memory") and a peer table with ratios to nginx. Pure text from
+//! [`Point`]s; numbers are rounded for people here and nowhere else.
+
+use std::fmt::Write as _;
+
+use super::point::Point;
+use super::scenario::Scenario;
+use super::server::Server;
+
+/// All three tables, each under a `###` heading, rows in the order of `points`.
+pub fn tables(points: &[Point]) -> String {
+    let mut out = String::new();
+    throughput(&mut out, points);
+    out.push('\n');
+    startup(&mut out, points);
+    out.push('\n');
+    peers(&mut out, points);
+    failures(&mut out, points);
+    out
+}
+
+/// Lists every failed trial with its reason, so an invalid point explains itself.
+fn failures(out: &mut String, points: &[Point]) {
+    let failed: Vec<String> = points
+        .iter()
+        .flat_map(|p| {
+            p.trials.iter().filter_map(move |t| {
+                let why = t.failure.as_ref()?;
+                Some(format!(
+                    "- {} / {} / {} worker(s), trial {}: {why}",
+                    p.server.label(),
+                    p.scenario.name(),
+                    p.workers,
+                    t.trial
+                ))
+            })
+        })
+        .collect();
+    if !failed.is_empty() {
+        out.push_str("\nFailed trials:\n\n");
+        for line in failed {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+}
+
+fn throughput(out: &mut String, points: &[Point]) {
+    out.push_str("### Throughput and tail latency\n\n");
+    out.push_str(
+        "Medians over trials. RPS MAD: median absolute deviation as a share of the median. \
+         Scaling / efficiency: against the same server's 1-worker point. Errors: failed \
+         requests over all trials; any error or failed trial makes the point **invalid**. \
+         Client core: how busy the load generator's threads were; at 90 % or more the point is \
+         **client-bound** and its RPS a floor for the server.\n\n",
+    );
+    out.push_str(
+        "| Runtime / workload | Workers / cores | Median RPS | Scaling / efficiency | RPS MAD \
+         | Median p99 | p99 MAD | Errors | Client core |\n",
+    );
+    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+    for p in points {
+        let s = &p.summary;
+        let scaling = s.scaling.map_or_else(dash, |sc| {
+            format!("{:.2}× / {:.0} %", sc.factor, sc.efficiency * 100.0)
+        });
+        let errors = if s.invalid {
+            let mut text = format!("{} **invalid**", s.errors);
+            if s.failed_trials > 0 {
+                let _ = write!(text, " ({} trial(s) failed)", s.failed_trials);
+            }
+            if s.empty_trials > 0 {
+                let _ = write!(text, " ({} trial(s) timed no request)", s.empty_trials);
+            }
+            text
+        } else {
+            s.errors.to_string()
+        };
+        let client = s.client_busy.map_or_else(dash, |b| {
+            if s.client_bound {
+                format!("{:.0} % **client-bound**", b * 100.0)
+            } else {
+                format!("{:.0} %", b * 100.0)
+            }
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |",
+            runtime(p),
+            p.workers,
+            p.server_cpus.len(),
+            s.rps_median.map_or_else(dash, rps),
+            scaling,
+            s.rps_mad_pct.map_or_else(dash, |m| format!("{m:.1} %")),
+            s.p99_median_us.map_or_else(dash, micros),
+            s.p99_mad_us.map_or_else(dash, micros),
+            errors,
+            client,
+        );
+    }
+}
+
+fn startup(out: &mut String, points: &[Point]) {
+    out.push_str("### Startup, CPU and memory\n\n");
+    out.push_str(
+        "Start: spawn until the port accepts a connection. Ready: spawn until the first valid \
+         response. RSS and PSS are summed over the server's process tree \
+         (`/proc/PID/smaps_rollup`) at ready and at their peak during the trial. CPU: utime + \
+         stime of the tree over the timed window, as cores used and as µs per request. \
+         Medians over trials.\n\n",
+    );
+    out.push_str(
+        "| Runtime / workload | Workers | Start | Ready | Ready RSS | Ready PSS | CPU cores used \
+         | CPU µs/req | Peak RSS | Peak PSS |\n",
+    );
+    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for p in points {
+        let s = &p.summary;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            runtime(p),
+            p.workers,
+            s.start_ms.map_or_else(dash, millis),
+            s.ready_ms.map_or_else(dash, millis),
+            s.ready_rss_kib.map_or_else(dash, mib),
+            s.ready_pss_kib.map_or_else(dash, mib),
+            s.cpu_cores.map_or_else(dash, |c| format!("{c:.2}")),
+            s.cpu_us_per_request
+                .map_or_else(dash, |c| format!("{c:.1}")),
+            s.peak_rss_kib.map_or_else(dash, mib),
+            s.peak_pss_kib.map_or_else(dash, mib),
+        );
+    }
+}
+
+fn peers(out: &mut String, points: &[Point]) {
+    out.push_str("### Peers: median RPS and p99, ratio to nginx\n\n");
+    let mut servers: Vec<Server> = Vec::new();
+    let mut cells: Vec<(Scenario, usize)> = Vec::new();
+    for p in points {
+        if !servers.contains(&p.server) {
+            servers.push(p.server);
+        }
+        if !cells.contains(&(p.scenario, p.workers)) {
+            cells.push((p.scenario, p.workers));
+        }
+    }
+    out.push_str("| Workload | Workers |");
+    for s in &servers {
+        let _ = write!(out, " {} |", s.label());
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"--:|".repeat(servers.len()));
+    out.push('\n');
+    for (scenario, workers) in cells {
+        let find = |server: Server| {
+            points
+                .iter()
+                .find(|p| p.scenario == scenario && p.workers == workers && p.server == server)
+        };
+        let nginx = find(Server::Nginx).map(|p| &p.summary);
+        let _ = write!(out, "| {} | {} |", scenario.name(), workers);
+        for &server in &servers {
+            let Some(p) = find(server) else {
+                out.push_str(" — |");
+                continue;
+            };
+            let s = &p.summary;
+            let ratio = |mine: Option<f64>, theirs: Option<f64>| match (mine, theirs) {
+                (Some(a), Some(b)) if b > 0.0 => format!(" ({:.2}×)", a / b),
+                _ => String::new(),
+            };
+            let mut cell = match (s.rps_median, s.p99_median_us) {
+                (Some(r), Some(p99)) => format!(
+                    "{}{} · p99 {}{}",
+                    rps(r),
+                    ratio(s.rps_median, nginx.and_then(|n| n.rps_median)),
+                    micros(p99),
+                    ratio(s.p99_median_us, nginx.and_then(|n| n.p99_median_us)),
+                ),
+                _ => "—".to_string(),
+            };
+            if s.invalid {
+                cell.push_str(" **invalid**");
+            }
+            if s.client_bound {
+                cell.push_str(" *client-bound*");
+            }
+            let _ = write!(out, " {cell} |");
+        }
+        out.push('\n');
+    }
+}
+
+/// "server / scenario", saying when a peer stands in a static file for the app.
+fn runtime(p: &Point) -> String {
+    if p.scenario.is_app() && !p.server.is_servery() {
+        format!("{} / {} (static file)", p.server.label(), p.scenario.name())
+    } else {
+        format!("{} / {}", p.server.label(), p.scenario.name())
+    }
+}
+
+fn dash() -> String {
+    "—".to_string()
+}
+
+/// Requests per second with thousands separators: 52310.4 -> "52,310".
+pub fn rps(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A latency in µs, in the unit that keeps three significant digits readable.
+pub fn micros(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.0} µs")
+    } else if us < 1_000_000.0 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
+}
+
+fn millis(ms: f64) -> String {
+    format!("{ms:.1} ms")
+}
+
+fn mib(kib: f64) -> String {
+    format!("{:.1} MiB", kib / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::point::tests::trial;
+    use crate::matrix::point::{fill_scaling, summarize, Trial};
+
+    fn point(scenario: Scenario, server: Server, trials: Vec<Trial>) -> Point {
+        Point {
+            scenario,
+            server,
+            workers: 1,
+            server_cpus: vec![0],
+            summary: summarize(&trials),
+            trials,
+        }
+    }
+
+    #[test]
+    fn numbers_are_rounded_for_people() {
+        assert_eq!(rps(52310.4), "52,310");
+        assert_eq!(rps(999.6), "1,000");
+        assert_eq!(rps(1234567.0), "1,234,567");
+        assert_eq!(micros(870.2), "870 µs");
+        assert_eq!(micros(1234.0), "1.23 ms");
+        assert_eq!(micros(2_500_000.0), "2.50 s");
+        assert_eq!(mib(2048.0), "2.0 MiB");
+    }
+
+    #[test]
+    fn tables_have_the_seed_columns_and_verdicts() {
+        let mut points = vec![
+            point(
+                Scenario::Static1k,
+                Server::ServeryThread,
+                vec![trial(120.0, 500, 0)],
+            ),
+            point(
+                Scenario::Static1k,
+                Server::Nginx,
+                vec![trial(100.0, 1000, 0)],
+            ),
+            point(Scenario::App1k, Server::Nginx, vec![trial(100.0, 1000, 2)]),
+        ];
+        fill_scaling(&mut points);
+        let md = tables(&points);
+        assert!(md.contains(
+            "| Runtime / workload | Workers / cores | Median RPS | Scaling / efficiency | RPS MAD \
+             | Median p99 | p99 MAD | Errors | Client core |"
+        ));
+        assert!(md.contains("| Runtime / workload | Workers | Start | Ready | Ready RSS |"));
+        assert!(md.contains(
+            "| servery (thread) / static-1k | 1 / 1 | 120 | 1.00× / 100 % | 0.0 % | 500 µs | 0 µs \
+             | 0 | 50 % |"
+        ));
+        assert!(md.contains("| nginx / app-1k (static file) |"));
+        assert!(md.contains("| 2 **invalid** |"));
+        assert!(md.contains("| static-1k | 1 | 120 (1.20×) · p99 500 µs (0.50×) | 100 (1.00×)"));
+        assert!(md.contains("| app-1k | 1 | — | 100 (1.00×) · p99 1.00 ms (1.00×) **invalid** |"));
+        assert!(!md.contains("Failed trials"));
+        let failed = Trial {
+            trial: 2,
+            failure: Some("exited (exit status: 1) before answering".into()),
+            ..Trial::default()
+        };
+        let md = tables(&[point(Scenario::Static8m, Server::H2o, vec![failed])]);
+        assert!(md.contains("0 **invalid** (1 trial(s) failed)"));
+        assert!(md.contains(
+            "- h2o / static-8m / 1 worker(s), trial 2: exited (exit status: 1) before answering"
+        ));
+        // Every table row has as many cells as its header.
+        for table in md.split("### ").skip(1) {
+            let rows: Vec<&str> = table.lines().filter(|l| l.starts_with('|')).collect();
+            let width = rows[0].matches('|').count();
+            assert!(
+                rows.iter().all(|r| r.matches('|').count() == width),
+                "{table}"
+            );
+        }
+    }
+}

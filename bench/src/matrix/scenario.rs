@@ -1,0 +1,271 @@
+//! The workloads of the matrix: which file, which request headers, how many connections, what
+//! a correct answer is, and the docroot that holds their files.
+//!
+//! Every static scenario is served from the same docroot by every server. The app scenario is
+//! servery's `examples/hello` handler for servery; nginx and h2o serve `hello.txt`, a static
+//! file with the very same 1 KiB body, which is the closest like-for-like a static server has
+//! (the tables say so).
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Connections for the static scenarios: the seed's c256, enough to keep several workers busy.
+pub const STATIC_CONNECTIONS: usize = 256;
+/// Connections for the app scenario: the seed's c64.
+pub const APP_CONNECTIONS: usize = 64;
+/// Request timeout for most scenarios: wrk's default.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// Request timeout for 8 MiB bodies: 256 connections each waiting for 8 MiB is 2 GiB in
+/// flight, which a slow loopback can take more than 2 s to drain.
+pub const LARGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The hello example's body: "Hello from servery! " repeated to 1023 bytes, then a newline
+/// (examples/hello.rs builds the same bytes).
+pub fn hello_body() -> Vec<u8> {
+    b"Hello from servery! "
+        .iter()
+        .copied()
+        .cycle()
+        .take(1023)
+        .chain([b'\n'])
+        .collect()
+}
+
+/// One workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// GET a 1 KiB file, keep-alive.
+    Static1k,
+    /// GET a 64 KiB file, keep-alive.
+    Static64k,
+    /// GET an 8 MiB file, keep-alive.
+    Static8m,
+    /// GET a 1 KiB file on a new connection each time (`Connection: close`).
+    StaticChurn1k,
+    /// GET 64 KiB from the middle of the 8 MiB file with `Range` (expect 206).
+    StaticRange64k,
+    /// GET the 1 KiB file with `If-None-Match` set to its `ETag` (expect 304).
+    StaticNotModified,
+    /// GET a 1 KiB response from an application handler (servery: examples/hello).
+    App1k,
+}
+
+/// The `Range` of [`Scenario::StaticRange64k`]: 64 KiB starting at 1 MiB, so the server must
+/// seek, not just truncate.
+pub const RANGE_START: u64 = 1 << 20;
+pub const RANGE_LEN: u64 = 64 << 10;
+
+/// The docroot's files: name and size. Contents are pseudo-random (nothing compresses), fixed
+/// by a seed so digests are the same on every run.
+const FILES: [(&str, usize); 3] = [
+    ("1k.bin", 1 << 10),
+    ("64k.bin", 64 << 10),
+    ("8m.bin", 8 << 20),
+];
+
+/// What a scenario asks for and expects, in load-plan terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub path: &'static str,
+    pub headers: Vec<(String, String)>,
+    pub churn: bool,
+    pub connections: usize,
+    pub timeout: Duration,
+    pub status: u16,
+    pub length: Option<u64>,
+    pub sha256: Option<[u8; 32]>,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Static1k,
+        Scenario::Static64k,
+        Scenario::Static8m,
+        Scenario::StaticChurn1k,
+        Scenario::StaticRange64k,
+        Scenario::StaticNotModified,
+        Scenario::App1k,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Static1k => "static-1k",
+            Scenario::Static64k => "static-64k",
+            Scenario::Static8m => "static-8m",
+            Scenario::StaticChurn1k => "static-churn-1k",
+            Scenario::StaticRange64k => "static-range-64k",
+            Scenario::StaticNotModified => "static-not-modified",
+            Scenario::App1k => "app-1k",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Served by an application handler (servery) or its static stand-in (peers).
+    pub fn is_app(self) -> bool {
+        self == Scenario::App1k
+    }
+
+    /// The request path a server is probed on while starting: a small file every server has.
+    pub fn probe_path(self) -> &'static str {
+        if self.is_app() {
+            "/hello.txt"
+        } else {
+            "/1k.bin"
+        }
+    }
+
+    /// The request for this scenario. `etag` is the server's `ETag` for `/1k.bin`, needed by
+    /// [`Scenario::StaticNotModified`] only.
+    pub fn request(self, etag: Option<&str>) -> Request {
+        let file = |name: &str| {
+            let (_, size) = FILES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .copied()
+                .unwrap_or(("", 0));
+            contents(name, size)
+        };
+        let whole = |path: &'static str, name: &str, churn: bool| {
+            let bytes = file(name);
+            Request {
+                path,
+                headers: Vec::new(),
+                churn,
+                connections: STATIC_CONNECTIONS,
+                timeout: TIMEOUT,
+                status: 200,
+                length: Some(bytes.len() as u64),
+                sha256: Some(Sha256::digest(&bytes).into()),
+            }
+        };
+        match self {
+            Scenario::Static1k => whole("/1k.bin", "1k.bin", false),
+            Scenario::Static64k => whole("/64k.bin", "64k.bin", false),
+            Scenario::Static8m => Request {
+                timeout: LARGE_TIMEOUT,
+                ..whole("/8m.bin", "8m.bin", false)
+            },
+            Scenario::StaticChurn1k => whole("/1k.bin", "1k.bin", true),
+            Scenario::StaticRange64k => {
+                let bytes = file("8m.bin");
+                let (lo, hi) = (RANGE_START as usize, (RANGE_START + RANGE_LEN) as usize);
+                Request {
+                    path: "/8m.bin",
+                    headers: vec![("Range".to_string(), format!("bytes={lo}-{}", hi - 1))],
+                    churn: false,
+                    connections: STATIC_CONNECTIONS,
+                    timeout: TIMEOUT,
+                    status: 206,
+                    length: Some(RANGE_LEN),
+                    sha256: Some(Sha256::digest(&bytes[lo..hi]).into()),
+                }
+            }
+            Scenario::StaticNotModified => Request {
+                path: "/1k.bin",
+                headers: etag
+                    .map(|e| vec![("If-None-Match".to_string(), e.to_string())])
+                    .unwrap_or_default(),
+                churn: false,
+                connections: STATIC_CONNECTIONS,
+                timeout: TIMEOUT,
+                status: 304,
+                length: Some(0),
+                sha256: None,
+            },
+            Scenario::App1k => {
+                let body = hello_body();
+                Request {
+                    path: "/hello.txt",
+                    headers: Vec::new(),
+                    churn: false,
+                    connections: APP_CONNECTIONS,
+                    timeout: TIMEOUT,
+                    status: 200,
+                    length: Some(body.len() as u64),
+                    sha256: Some(Sha256::digest(&body).into()),
+                }
+            }
+        }
+    }
+}
+
+/// Writes every scenario's file into `root`.
+pub fn write_docroot(root: &Path) -> io::Result<()> {
+    fs::create_dir_all(root)?;
+    for (name, size) in FILES {
+        fs::write(root.join(name), contents(name, size))?;
+    }
+    fs::write(root.join("hello.txt"), hello_body())
+}
+
+/// `size` pseudo-random bytes (xorshift64*, seeded by the name), the same on every run.
+fn contents(name: &str, size: usize) -> Vec<u8> {
+    let mut state = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    });
+    let mut out = Vec::with_capacity(size + 8);
+    while out.len() < size {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(size);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Scenario::ALL {
+            assert_eq!(Scenario::parse(s.name()), Some(s));
+        }
+        assert_eq!(Scenario::parse("static-2k"), None);
+    }
+
+    #[test]
+    fn hello_body_matches_the_example() {
+        let body = hello_body();
+        assert_eq!(body.len(), 1024);
+        assert!(body.starts_with(b"Hello from servery! Hello"));
+        assert_eq!(body.last(), Some(&b'\n'));
+    }
+
+    #[test]
+    fn requests_carry_the_seed_settings() {
+        let r = Scenario::Static1k.request(None);
+        assert_eq!((r.connections, r.status, r.length), (256, 200, Some(1024)));
+        assert_eq!(Scenario::App1k.request(None).connections, 64);
+        assert!(Scenario::StaticChurn1k.request(None).churn);
+        let range = Scenario::StaticRange64k.request(None);
+        assert_eq!(range.status, 206);
+        assert_eq!(range.headers[0].1, "bytes=1048576-1114111");
+        let nm = Scenario::StaticNotModified.request(Some("\"abc\""));
+        assert_eq!(nm.status, 304);
+        assert_eq!(
+            nm.headers,
+            [("If-None-Match".to_string(), "\"abc\"".to_string())]
+        );
+    }
+
+    #[test]
+    fn file_contents_are_fixed_and_incompressible_looking() {
+        let a = contents("1k.bin", 1024);
+        assert_eq!(a, contents("1k.bin", 1024));
+        assert_ne!(a, contents("64k.bin", 1024));
+        let distinct: std::collections::HashSet<u8> = a.iter().copied().collect();
+        assert!(distinct.len() > 200);
+    }
+}

@@ -1,0 +1,450 @@
+//! The servers under test: how each is configured and started for a point, how the matrix
+//! knows it is ready, and how it is stopped.
+//!
+//! Every server is started through `taskset -c SERVER_CPUS`, so nothing of it (servery's
+//! supervisor, nginx's master, h2o's threads) runs on the client's CPUs; servery and nginx
+//! additionally pin worker `i` to the `i`-th CPU. nginx's and h2o's configs come from
+//! `scripts/lib/nginx.sh` and `scripts/lib/h2o.sh`, the same writers `scripts/bench-quick.sh`
+//! uses, so there is one definition of "the peer's benchmark config".
+
+use std::fs::{self, File};
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::probe;
+use crate::plan::CpuSet;
+use crate::sys::process::{signal, Signal};
+
+/// Longest a server may take from spawn to its first valid response.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a server may take to exit after SIGTERM before it is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How often readiness is polled: fine enough for millisecond start times.
+const POLL: Duration = Duration::from_millis(1);
+
+/// A server configuration under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Server {
+    /// servery, workers as threads of one process (`--isolation thread`, the default).
+    ServeryThread,
+    /// servery, workers as child processes of a supervisor (`--isolation process`).
+    ServeryProcess,
+    /// nginx: a master and one worker process per requested core.
+    Nginx,
+    /// h2o: one process with one event-loop thread per requested core.
+    H2o,
+}
+
+/// The programs the servers run as.
+#[derive(Clone, Debug, Serialize)]
+pub struct Programs {
+    pub servery: PathBuf,
+    /// servery's `examples/hello`, the app scenario's server.
+    pub hello: PathBuf,
+    pub nginx: Option<PathBuf>,
+    pub h2o: Option<PathBuf>,
+    /// `scripts/lib`, where the peers' config writers live.
+    pub scripts_lib: PathBuf,
+}
+
+/// A command line ready to spawn, and the config file it reads, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub config: Option<PathBuf>,
+}
+
+/// Why a server could not be set up or did not become ready. Kept as text in the trial.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{server} is not installed (run scripts/install-peers.sh)")]
+    Missing { server: &'static str },
+    #[error("cannot run bash to write the {server} config: {source}")]
+    ConfigSpawn {
+        server: &'static str,
+        source: io::Error,
+    },
+    #[error("writing the {server} config failed ({status}): {stderr}")]
+    Config {
+        server: &'static str,
+        status: ExitStatus,
+        stderr: String,
+    },
+    #[error("cannot start {program:?} under taskset: {source}")]
+    Spawn { program: PathBuf, source: io::Error },
+    #[error("exited ({status}) before answering; log: {log}")]
+    Exited { status: ExitStatus, log: String },
+    #[error("no valid answer within {timeout:?} (last: {last}); log: {log}")]
+    NotReady {
+        timeout: Duration,
+        last: String,
+        log: String,
+    },
+}
+
+/// Spawn-relative times of a server start, milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Ready {
+    /// Spawn until the port first accepted a TCP connection.
+    pub start_ms: f64,
+    /// Spawn until the first response with the expected status.
+    pub ready_ms: f64,
+}
+
+/// How a server ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Stopped {
+    /// Exit code, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// It ignored SIGTERM for [`STOP_GRACE`] and was killed (with its whole tree).
+    pub killed: bool,
+}
+
+impl Server {
+    pub const ALL: [Server; 4] = [
+        Server::ServeryThread,
+        Server::ServeryProcess,
+        Server::Nginx,
+        Server::H2o,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::ServeryThread => "servery-thread",
+            Server::ServeryProcess => "servery-process",
+            Server::Nginx => "nginx",
+            Server::H2o => "h2o",
+        }
+    }
+
+    /// How tables name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Server::ServeryThread => "servery (thread)",
+            Server::ServeryProcess => "servery (process)",
+            Server::Nginx => "nginx",
+            Server::H2o => "h2o",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Server> {
+        Server::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    pub fn is_servery(self) -> bool {
+        matches!(self, Server::ServeryThread | Server::ServeryProcess)
+    }
+
+    /// The command that starts this server on `port` with one worker per CPU of `cpus`,
+    /// serving `docroot` (or the hello app, for servery with `app`). Peer configs are written
+    /// under `prefix`.
+    pub fn launch(
+        self,
+        programs: &Programs,
+        app: bool,
+        docroot: &Path,
+        port: u16,
+        cpus: &CpuSet,
+        prefix: &Path,
+    ) -> Result<Launch, Error> {
+        let workers = cpus.ids().len();
+        match self {
+            Server::ServeryThread | Server::ServeryProcess => Ok(Launch {
+                program: if app {
+                    programs.hello.clone()
+                } else {
+                    programs.servery.clone()
+                },
+                args: servery_args(docroot, port, cpus, self == Server::ServeryProcess),
+                config: None,
+            }),
+            Server::Nginx => {
+                let program = programs
+                    .nginx
+                    .clone()
+                    .ok_or(Error::Missing { server: "nginx" })?;
+                write_config(
+                    &programs.scripts_lib,
+                    "nginx",
+                    "write_nginx_conf",
+                    &[
+                        prefix.display().to_string(),
+                        docroot.display().to_string(),
+                        port.to_string(),
+                        workers.to_string(),
+                        cpus.to_string(),
+                    ],
+                )?;
+                let p = prefix.display();
+                // nginx_args in scripts/lib/nginx.sh: the same three flags.
+                Ok(Launch {
+                    program,
+                    args: vec![
+                        "-p".into(),
+                        format!("{p}/"),
+                        "-e".into(),
+                        format!("{p}/error.log"),
+                        "-c".into(),
+                        format!("{p}/nginx.conf"),
+                    ],
+                    config: Some(prefix.join("nginx.conf")),
+                })
+            }
+            Server::H2o => {
+                let program = programs
+                    .h2o
+                    .clone()
+                    .ok_or(Error::Missing { server: "h2o" })?;
+                write_config(
+                    &programs.scripts_lib,
+                    "h2o",
+                    "write_h2o_conf",
+                    &[
+                        prefix.display().to_string(),
+                        docroot.display().to_string(),
+                        port.to_string(),
+                        workers.to_string(),
+                    ],
+                )?;
+                // h2o_args in scripts/lib/h2o.sh.
+                Ok(Launch {
+                    program,
+                    args: vec!["-c".into(), format!("{}/h2o.conf", prefix.display())],
+                    config: Some(prefix.join("h2o.conf")),
+                })
+            }
+        }
+    }
+}
+
+/// `servery serve` (or `hello serve`) arguments for one point.
+pub fn servery_args(docroot: &Path, port: u16, cpus: &CpuSet, process: bool) -> Vec<String> {
+    let mut args = vec![
+        "serve".to_string(),
+        docroot.display().to_string(),
+        "--bind".to_string(),
+        format!("127.0.0.1:{port}"),
+        "--workers".to_string(),
+        cpus.ids().len().to_string(),
+        "--cpus".to_string(),
+        cpus.to_string(),
+    ];
+    if process {
+        args.extend(["--isolation".to_string(), "process".to_string()]);
+    }
+    args
+}
+
+/// Sources `lib/common.sh` and `lib/NAME.sh` and calls `function` with `args`.
+fn write_config(
+    lib: &Path,
+    server: &'static str,
+    function: &str,
+    args: &[String],
+) -> Result<(), Error> {
+    let script =
+        format!("set -euo pipefail; . \"$0/common.sh\"; . \"$0/{server}.sh\"; {function} \"$@\"");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(lib)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| Error::ConfigSpawn { server, source })?;
+    if !out.status.success() {
+        return Err(Error::Config {
+            server,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A started server.
+pub struct Running {
+    child: Child,
+    pub pid: u32,
+    log: PathBuf,
+    spawned: Instant,
+}
+
+impl Running {
+    /// Starts `launch` pinned to `cpus`, its stdout and stderr going to `log`.
+    pub fn spawn(launch: &Launch, cpus: &CpuSet, log: &Path) -> Result<Running, Error> {
+        let spawn_err = |source| Error::Spawn {
+            program: launch.program.clone(),
+            source,
+        };
+        let out = File::create(log).map_err(spawn_err)?;
+        let err = out.try_clone().map_err(spawn_err)?;
+        let spawned = Instant::now();
+        let child = Command::new("taskset")
+            .arg("-c")
+            .arg(cpus.to_string())
+            .arg(&launch.program)
+            .args(&launch.args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(spawn_err)?;
+        Ok(Running {
+            pid: child.id(),
+            child,
+            log: log.to_path_buf(),
+            spawned,
+        })
+    }
+
+    /// Polls `addr` until it accepts a connection (start) and answers `GET probe_path` with
+    /// `status` (ready).
+    pub fn wait_ready(
+        &mut self,
+        addr: SocketAddr,
+        probe_path: &str,
+        status: u16,
+    ) -> Result<Ready, Error> {
+        let since = |t: Instant| t.duration_since(self.spawned).as_secs_f64() * 1e3;
+        let mut start_ms = None;
+        let mut last = "nothing yet".to_string();
+        while self.spawned.elapsed() < READY_TIMEOUT {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(Error::Exited {
+                    status,
+                    log: self.log_tail(),
+                });
+            }
+            if start_ms.is_none() && TcpStream::connect_timeout(&addr, POLL * 100).is_ok() {
+                start_ms = Some(since(Instant::now()));
+            }
+            if let Some(start_ms) = start_ms {
+                match probe::get(addr, probe_path, &[], Duration::from_secs(2)) {
+                    Ok(answer) if answer.status == status => {
+                        return Ok(Ready {
+                            start_ms,
+                            ready_ms: since(Instant::now()),
+                        })
+                    }
+                    Ok(answer) => last = format!("status {}", answer.status),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            std::thread::sleep(POLL);
+        }
+        Err(Error::NotReady {
+            timeout: READY_TIMEOUT,
+            last,
+            log: self.log_tail(),
+        })
+    }
+
+    /// SIGTERM, then up to [`STOP_GRACE`] for it to exit; after that SIGKILL to the root and
+    /// every descendant (a supervisor's workers would otherwise outlive it).
+    pub fn stop(mut self) -> Stopped {
+        let tree = super::procfs::tree(self.pid);
+        let _ = signal(self.pid, Signal::Term);
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Stopped {
+                    code: status.code(),
+                    killed: false,
+                };
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for pid in tree {
+            let _ = signal(pid, Signal::Kill);
+        }
+        let code = self.child.wait().ok().and_then(|s| s.code());
+        Stopped { code, killed: true }
+    }
+
+    /// The last lines of the server's output, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Server::ALL {
+            assert_eq!(Server::parse(s.name()), Some(s));
+        }
+        assert_eq!(Server::parse("apache"), None);
+    }
+
+    #[test]
+    fn servery_gets_one_worker_per_cpu() {
+        let cpus: CpuSet = "2-3".parse().expect("cpus");
+        let args = servery_args(Path::new("/srv"), 8080, &cpus, false);
+        assert_eq!(
+            args,
+            [
+                "serve",
+                "/srv",
+                "--bind",
+                "127.0.0.1:8080",
+                "--workers",
+                "2",
+                "--cpus",
+                "2-3"
+            ]
+        );
+        let args = servery_args(Path::new("/srv"), 8080, &cpus, true);
+        assert_eq!(args[args.len() - 2..], ["--isolation", "process"]);
+    }
+
+    #[test]
+    fn peers_use_the_scripts_config_writers() {
+        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/lib");
+        let dir = std::env::temp_dir().join(format!("servery-matrix-test-{}", std::process::id()));
+        let root = dir.join("root");
+        fs::create_dir_all(&root).expect("mkdir");
+        let programs = Programs {
+            servery: "servery".into(),
+            hello: "hello".into(),
+            nginx: Some("nginx".into()),
+            h2o: Some("h2o".into()),
+            scripts_lib: lib,
+        };
+        let cpus: CpuSet = "0,2".parse().expect("cpus");
+        let nginx = Server::Nginx
+            .launch(&programs, false, &root, 8081, &cpus, &dir.join("nginx"))
+            .expect("nginx config");
+        let conf = fs::read_to_string(nginx.config.expect("config")).expect("read");
+        assert!(conf.contains("worker_processes 2;"), "{conf}");
+        assert!(conf.contains("worker_cpu_affinity 0001 0100;"), "{conf}");
+        assert!(conf.contains("access_log off;") && conf.contains("sendfile on;"));
+        let h2o = Server::H2o
+            .launch(&programs, false, &root, 8082, &cpus, &dir.join("h2o"))
+            .expect("h2o config");
+        let conf = fs::read_to_string(h2o.config.expect("config")).expect("read");
+        assert!(conf.contains("num-threads: 2"), "{conf}");
+        assert!(conf.contains("port: 8082") && !conf.contains("access-log:"));
+        let no_h2o = Programs {
+            h2o: None,
+            ..programs
+        };
+        assert!(matches!(
+            Server::H2o.launch(&no_h2o, false, &root, 1, &cpus, &dir.join("x")),
+            Err(Error::Missing { server: "h2o" })
+        ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

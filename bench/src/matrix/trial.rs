@@ -1,0 +1,216 @@
+//! One trial: start a server, check it, load it, sample it, stop it. Whatever goes wrong with
+//! the server is recorded in the [`Trial`] (and makes its point invalid) rather than stopping
+//! the matrix.
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::point::Trial;
+use super::probe;
+use super::procfs::{self, Memory};
+use super::scenario::Scenario;
+use super::server::{Programs, Running, Server};
+use crate::plan::{CpuSet, Plan};
+use crate::sys::process::clock_ticks_per_sec;
+use crate::{load, validate};
+
+/// How often the server's memory is sampled for its peak.
+const MEMORY_SAMPLE: Duration = Duration::from_millis(100);
+
+/// What every trial of a run shares.
+pub(super) struct Context<'a> {
+    pub(super) programs: &'a Programs,
+    pub(super) docroot: &'a Path,
+    pub(super) work: &'a Path,
+    pub(super) client_cpus: CpuSet,
+    pub(super) duration: Duration,
+    pub(super) warmup: Duration,
+}
+
+/// A server being measured, with the window's edge readings.
+struct Edge {
+    at: Instant,
+    ticks: u64,
+    processes: usize,
+}
+
+impl Edge {
+    fn read(pid: u32) -> Edge {
+        let tree = procfs::tree(pid);
+        Edge {
+            at: Instant::now(),
+            ticks: procfs::cpu_ticks(&tree),
+            processes: tree.len(),
+        }
+    }
+}
+
+impl Context<'_> {
+    /// Runs trial `number` of `server` on `cpus` for `scenario`; also returns the peer's config
+    /// text, if it has one.
+    pub(super) fn run(
+        &self,
+        scenario: Scenario,
+        server: Server,
+        cpus: &CpuSet,
+        number: usize,
+        position: usize,
+    ) -> (Trial, Option<String>) {
+        let mut trial = Trial {
+            trial: number,
+            position,
+            ..Trial::default()
+        };
+        let port = match free_port() {
+            Ok(port) => port,
+            Err(e) => {
+                trial.failure = Some(format!("no free port: {e}"));
+                return (trial, None);
+            }
+        };
+        trial.port = port;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let prefix = self.work.join(format!("{}-{port}", server.name()));
+        let launch = match server.launch(
+            self.programs,
+            scenario.is_app(),
+            self.docroot,
+            port,
+            cpus,
+            &prefix,
+        ) {
+            Ok(launch) => launch,
+            Err(e) => {
+                trial.failure = Some(e.to_string());
+                return (trial, None);
+            }
+        };
+        let config = launch
+            .config
+            .as_ref()
+            .and_then(|p| fs::read_to_string(p).ok());
+        let log = self.work.join(format!("{}-{port}.log", server.name()));
+        let mut running = match Running::spawn(&launch, cpus, &log) {
+            Ok(running) => running,
+            Err(e) => {
+                trial.failure = Some(e.to_string());
+                return (trial, config);
+            }
+        };
+        match running.wait_ready(addr, scenario.probe_path(), 200) {
+            Ok(ready) => trial.ready = Some(ready),
+            Err(e) => {
+                trial.failure = Some(e.to_string());
+                trial.stopped = Some(running.stop());
+                return (trial, config);
+            }
+        }
+        let pid = running.pid;
+        let ready_memory = procfs::memory(&procfs::tree(pid));
+        trial.ready_memory = Some(ready_memory);
+        if let Err(e) = self.measure(&mut trial, scenario, addr, pid, ready_memory) {
+            trial.failure = Some(e);
+        }
+        let stopped = running.stop();
+        if trial.failure.is_none() && (stopped.killed || stopped.code != Some(0)) {
+            trial.failure = Some(format!(
+                "did not exit cleanly after SIGTERM (exit code {:?}, killed {})",
+                stopped.code, stopped.killed
+            ));
+        }
+        trial.stopped = Some(stopped);
+        (trial, config)
+    }
+
+    /// Validates the scenario's request, then runs the load while sampling the server.
+    fn measure(
+        &self,
+        trial: &mut Trial,
+        scenario: Scenario,
+        addr: SocketAddr,
+        pid: u32,
+        ready_memory: Memory,
+    ) -> Result<(), String> {
+        let etag = if scenario == Scenario::StaticNotModified {
+            let answer = probe::get(addr, "/1k.bin", &[], Duration::from_secs(2))
+                .map_err(|e| format!("cannot fetch the ETag of /1k.bin: {e}"))?;
+            Some(
+                answer
+                    .etag
+                    .ok_or("/1k.bin has no ETag, so If-None-Match cannot be tested")?,
+            )
+        } else {
+            None
+        };
+        let plan = self.plan(scenario, addr, etag.as_deref())?;
+        trial.client_threads = plan.threads.get();
+        validate::check(&plan).map_err(|e| format!("validation failed: {e}"))?;
+
+        let stop = AtomicBool::new(false);
+        let mut start = None;
+        let (result, end, peak) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let mut peak = ready_memory;
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(MEMORY_SAMPLE);
+                    peak = peak.max(procfs::memory(&procfs::tree(pid)));
+                }
+                peak
+            });
+            let result = load::run_with(&plan, || start = Some(Edge::read(pid)));
+            let end = Edge::read(pid);
+            stop.store(true, Ordering::Relaxed);
+            (result, end, sampler.join().unwrap_or(ready_memory))
+        });
+        trial.peak_memory = Some(peak);
+        let report = result.map_err(|e| format!("the load run did not start: {e}"))?;
+        if let Some(start) = start {
+            let ticks = end.ticks.saturating_sub(start.ticks);
+            trial.server_cpu_s = Some(ticks as f64 / clock_ticks_per_sec() as f64);
+            trial.server_window_s = Some(end.at.duration_since(start.at).as_secs_f64());
+            trial.processes = Some((start.processes, end.processes));
+        }
+        trial.latency_cdf = report.latency_cdf.clone();
+        trial.report = Some(report);
+        Ok(())
+    }
+
+    /// The load plan for `scenario` against `addr`.
+    fn plan(
+        &self,
+        scenario: Scenario,
+        addr: SocketAddr,
+        etag: Option<&str>,
+    ) -> Result<Plan, String> {
+        let request = scenario.request(etag);
+        let mut plan =
+            Plan::new(&[format!("http://{addr}{}", request.path)]).map_err(|e| e.to_string())?;
+        let connections = NonZeroUsize::new(request.connections).ok_or("zero connections")?;
+        plan.connections = connections;
+        plan.threads = NonZeroUsize::new(self.client_cpus.ids().len().min(connections.get()))
+            .ok_or("no client CPU")?;
+        plan.cpus = Some(self.client_cpus.clone());
+        plan.duration = self.duration;
+        plan.warmup = self.warmup;
+        plan.churn = request.churn;
+        plan.headers = request.headers;
+        plan.timeout = request.timeout;
+        plan.expect.status = request.status;
+        plan.expect.length = request.length;
+        plan.expect.sha256 = request.sha256;
+        plan.check().map_err(|e| e.to_string())?;
+        Ok(plan)
+    }
+}
+
+/// A port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0). A fresh
+/// one per trial keeps a server from meeting the last one's TIME_WAIT connections.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
