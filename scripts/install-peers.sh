@@ -9,26 +9,53 @@
 # the install we add a policy-rc.d that forbids starting services
 # (invoke-rc.d(8)), and remove it afterwards if we made it.
 #
-# The helper that writes an nginx config for a benchmark run lives in
-# scripts/lib/nginx.sh (write_nginx_conf).
+# The helpers that write a benchmark config live in scripts/lib/nginx.sh
+# (write_nginx_conf) and scripts/lib/h2o.sh (write_h2o_conf); servery-load
+# matrix and scripts/bench-quick.sh call them for every run (a fresh port and
+# worker count each time). --configs DIR also writes one of each here, for a
+# look or a manual run: one worker per CPU of --cpus, access log off, sendfile
+# on (nginx; h2o 2.2 has none), keep-alive without a practical request limit.
+#
+# A fresh machine runs the benchmark matrix after two commands:
+#   scripts/install-peers.sh
+#   cargo run --release -p servery-bench -- matrix --quick
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/common.sh
 . "$here/lib/common.sh"
+# shellcheck source=lib/nginx.sh
+. "$here/lib/nginx.sh"
+# shellcheck source=lib/h2o.sh
+. "$here/lib/h2o.sh"
 
 usage() {
 	cat <<USAGE
-usage: ${0##*/} [--no-h2o]
+usage: ${0##*/} [--no-h2o] [--configs DIR [--cpus LIST] [--port PORT] [--root DIR]]
 Installs nginx, wrk and h2o with apt-get if their binaries are missing.
-  --no-h2o   skip h2o
+  --no-h2o        skip h2o
+  --configs DIR   also write DIR/nginx/nginx.conf and DIR/h2o/h2o.conf
+  --cpus LIST     their worker CPUs, one worker each (default: all, 0-$(($(nproc) - 1)))
+  --port PORT     their port on 127.0.0.1 (default 8080)
+  --root DIR      their docroot (default: the repository's examples/site)
 USAGE
 }
 
 want_h2o=1
+configs=""
+cpu_list="0-$(($(nproc) - 1))"
+port=8080
+root=$(cd "$here/.." && pwd)/examples/site
 while (($#)); do
 	case $1 in
+	--configs | --cpus | --port | --root)
+		[[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+		;;&
+	--configs) configs=$2 && shift ;;
+	--cpus) cpu_list=$2 && shift ;;
+	--port) port=$2 && shift ;;
+	--root) root=$2 && shift ;;
 	--no-h2o) want_h2o=0 ;;
 	-h | --help)
 		usage
@@ -60,8 +87,22 @@ for pair in "${wanted[@]}"; do
 	fi
 done
 
+# write_configs: the --configs example configs, once the programs exist.
+write_configs() {
+	[[ -n $configs ]] || return 0
+	local workers
+	workers=$(cpu_list_expand "$cpu_list" | wc -l)
+	write_nginx_conf "$configs/nginx" "$root" "$port" "$workers" "$cpu_list"
+	log "wrote $configs/nginx/nginx.conf ($workers worker(s) on CPUs $cpu_list, port $port)"
+	if ((want_h2o)); then
+		write_h2o_conf "$configs/h2o" "$root" "$port" "$workers"
+		log "wrote $configs/h2o/h2o.conf ($workers thread(s); pin with taskset -c $cpu_list)"
+	fi
+}
+
 if ((${#missing_pkgs[@]} == 0)); then
 	log "nothing to install"
+	write_configs
 	exit 0
 fi
 
@@ -118,4 +159,5 @@ for bin in "${missing_bins[@]}"; do
 		status=1
 	fi
 done
+write_configs
 exit "$status"
