@@ -143,6 +143,49 @@ impl ListenerPlan {
     }
 }
 
+impl ListenerPlan {
+    /// The same listening sockets for `workers` slots (a reload that changes
+    /// the worker count): shared and inherited sockets are dup'ed again;
+    /// reuseport slots keep their sockets and new slots bind new ones on the
+    /// same ports. No listening socket is closed, so nothing queued is lost
+    /// (slots removed keep their sockets until the old generation drains).
+    pub fn with_workers(&self, workers: usize) -> Result<ListenerPlan, Error> {
+        let per_worker = match self.source {
+            Source::Shared | Source::Systemd => {
+                let first = self.per_worker.first().map(Vec::as_slice).unwrap_or(&[]);
+                dup_for_workers(first, workers, &self.addrs)?
+            }
+            Source::ReusePort => (0..workers)
+                .map(|slot| match self.per_worker.get(slot) {
+                    Some(sockets) => sockets
+                        .iter()
+                        .zip(&self.addrs)
+                        .map(|(s, &addr)| {
+                            s.try_clone()
+                                .map_err(|source| Error::Socket { addr, source })
+                        })
+                        .collect(),
+                    None => self
+                        .addrs
+                        .iter()
+                        .map(|&addr| {
+                            let s = new_socket(addr, true)?;
+                            bind(&s, addr)?;
+                            Ok(s)
+                        })
+                        .collect(),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        Ok(ListenerPlan {
+            source: self.source,
+            addrs: self.addrs.clone(),
+            tls: self.tls.clone(),
+            per_worker,
+        })
+    }
+}
+
 fn dup_for_workers(
     sockets: &[Socket],
     workers: usize,

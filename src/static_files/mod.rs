@@ -258,9 +258,12 @@ impl Files {
             }
             conditional::Precondition::Proceed { honor_range } => honor_range,
         };
-        // 5. range (RFC 9110 §14.2: GET only)
+        // 5. range. RFC 9110 §14.2 defines ranges for GET; a HEAD gets the
+        // header fields the same GET would (§9.3.2), so 206 and its
+        // Content-Range too (as nginx answers); the connection drops the body.
         let total = rep.identity.len;
-        if let (Method::Get, Some(value), true) = (head.method, head.header("range"), honor_range) {
+        let get_or_head = matches!(head.method, Method::Get | Method::Head);
+        if let (true, Some(value), true) = (get_or_head, head.header("range"), honor_range) {
             match range::parse(value, total) {
                 RangeOutcome::Full => {}
                 RangeOutcome::Unsatisfiable => {

@@ -95,6 +95,8 @@ fn settings(config: &Config) -> Settings {
         max_connections: config.max_connections.get(),
         max_connections_total: config.max_connections_total,
         tls_handshake_timeout: tls_handshake_timeout(config),
+        drain_timeout: config.drain_timeout,
+        force_timeout: config.force_timeout,
     }
 }
 

@@ -598,7 +598,7 @@ impl<F: HandlerFactory> Supervisor<F> {
             match self.spawn(&generation, slot) {
                 Ok(m) => generation.slots.push(Slot::new(m)),
                 Err(e) => {
-                    self.roll_back(&mut generation);
+                    self.roll_back(&mut generation)?;
                     return Err(e);
                 }
             }
@@ -612,7 +612,7 @@ impl<F: HandlerFactory> Supervisor<F> {
                 self.await_quorum(&mut generation, State::Running, deadline, &mut driver)
             });
         if let Err(e) = barrier {
-            self.roll_back(&mut generation);
+            self.roll_back(&mut generation)?;
             return Err(e);
         }
         tracing::info!(
@@ -705,7 +705,7 @@ impl<F: HandlerFactory> Supervisor<F> {
 
     /// A generation failed its barrier: every worker exits without (further)
     /// accepting, is reaped or joined; its sockets are untouched.
-    fn roll_back(&mut self, g: &mut Generation) {
+    fn roll_back(&mut self, g: &mut Generation) -> Result<(), Error> {
         let before = self.phase;
         self.enter(Phase::RollingBack);
         g.broadcast(Control::Abort);
@@ -737,6 +737,17 @@ impl<F: HandlerFactory> Supervisor<F> {
                 Ok(Event::Exited {
                     generation, slot, ..
                 }) if generation == g.id => g.slots[slot].ended = true,
+                Ok(Event::Signal(Signal::Interrupt)) if before == Phase::Starting => {
+                    // The operator insists: leave now. Workers that are still
+                    // alive see their control channel close and exit without
+                    // serving (nothing was committed to the world yet).
+                    for s in g.slots.iter().filter(|s| s.live()) {
+                        if let Some(m) = &s.member {
+                            m.kill();
+                        }
+                    }
+                    return Err(Error::Abandoned);
+                }
                 Ok(Event::Signal(s)) => {
                     // Re-post: whoever runs next (shutdown, or the loop) acts on it.
                     if before != Phase::Starting {
@@ -752,6 +763,7 @@ impl<F: HandlerFactory> Supervisor<F> {
         }
         g.finish();
         self.enter(before);
+        Ok(())
     }
 
     /// Serve until a shutdown signal.
@@ -1090,16 +1102,27 @@ impl<F: HandlerFactory> Supervisor<F> {
             return;
         };
         let prev = &self.server.config;
-        let same_sockets = config.binds == prev.binds
-            && config.listener == prev.listener
-            && config.workers == prev.workers;
-        let listeners = if same_sockets {
+        let tls_binds = |c: &Config| c.tls.as_ref().map(|t| t.binds.clone()).unwrap_or_default();
+        let inherited = old_listeners.source == Source::Systemd;
+        if inherited && (config.binds != prev.binds || tls_binds(&config) != tls_binds(prev)) {
+            tracing::warn!("reload: --bind changes are ignored under socket activation (the sockets come from systemd)");
+        }
+        let same_addresses = inherited
+            || (config.binds == prev.binds
+                && tls_binds(&config) == tls_binds(prev)
+                && config.listener == prev.listener);
+        let listeners = if same_addresses && config.workers == prev.workers {
             old_listeners
         } else {
-            match ListenerPlan::bind(&config) {
+            let plan = if same_addresses {
+                old_listeners.with_workers(config.workers.get())
+            } else {
+                ListenerPlan::bind(&config)
+            };
+            match plan {
                 Ok(l) => Arc::new(l),
                 Err(e) => {
-                    tracing::error!(error = %e, "reload failed: cannot bind the new listeners; still serving");
+                    tracing::error!(error = %e, "reload failed: cannot set up the new listeners; still serving");
                     notify(&[sd_notify::NotifyState::Ready]);
                     return;
                 }

@@ -286,10 +286,7 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
             }
         }
         if after == After::Close || (rbuf.is_empty() && discard == 0 && ctx.draining.get()) {
-            if S::GRACEFUL_CLOSE {
-                let _ = monoio::time::timeout(settings.send_timeout, stream.shutdown()).await;
-            }
-            return;
+            return close_gracefully(&mut stream, settings.send_timeout).await;
         }
 
         // 4. Wait for more bytes.
@@ -300,7 +297,7 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
         } else {
             match settings.header_timeout.checked_sub(head_started.elapsed()) {
                 Some(left) if !left.is_zero() => left,
-                _ => return,
+                _ => return close_gracefully(&mut stream, settings.send_timeout).await,
             }
         };
         if rbuf.len() == rbuf.capacity() {
@@ -310,11 +307,14 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
         let read = monoio::time::timeout(wait, stream.read(rbuf.slice_mut(len..))).await;
         let (res, slice): (io::Result<usize>, SliceMut<Vec<u8>>) = match read {
             Ok(r) => r,
-            Err(_) => return, // header or keep-alive timeout: close
+            // Header or keep-alive timeout: close.
+            Err(_) => return close_gracefully(&mut stream, settings.send_timeout).await,
         };
         rbuf = slice.into_inner();
         match res {
-            Ok(0) | Err(_) => return,
+            // The client closed (or a drain shut our read side; over TLS that
+            // reads as an unexpected EOF): say goodbye where the protocol can.
+            Ok(0) | Err(_) => return close_gracefully(&mut stream, settings.send_timeout).await,
             Ok(_) => {
                 if idle {
                     head_started = Instant::now();
@@ -322,6 +322,14 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
                 registration.set_idle(false);
             }
         }
+    }
+}
+
+/// End a connection the way its protocol asks: TLS sends close_notify
+/// (RFC 8446 §6.1) before the FIN; plain TCP just closes.
+async fn close_gracefully<S: Transport>(stream: &mut S, limit: Duration) {
+    if S::GRACEFUL_CLOSE {
+        let _ = monoio::time::timeout(limit, stream.shutdown()).await;
     }
 }
 

@@ -118,6 +118,10 @@ pub struct Settings {
     pub max_connections_total: Option<u64>,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// The shutdown deadlines, kept by the worker itself when its
+    /// supervisor is gone.
+    pub drain_timeout: Duration,
+    pub force_timeout: Duration,
 }
 
 /// Everything a worker thread starts with.
@@ -367,7 +371,23 @@ async fn lifecycle<F: HandlerFactory>(
     let finished = || ctx.draining.get() && accepting.get() == 0 && ctx.registry.len() == 0;
     loop {
         let msg = if supervisor_gone {
-            ctx.registry.wait_for(finished).await;
+            // Nobody will send FORCE: keep the deadlines ourselves. At the
+            // drain timeout cut what is left; never outlive the force timeout.
+            let drain = ctx.settings.drain_timeout;
+            if monoio::time::timeout(drain, ctx.registry.wait_for(finished))
+                .await
+                .is_err()
+            {
+                let n = ctx.registry.cut_all();
+                tracing::warn!(
+                    worker = init.index,
+                    cut = n,
+                    "orphaned drain timed out: connections cut"
+                );
+                cut += n;
+                let rest = ctx.settings.force_timeout.saturating_sub(drain);
+                let _ = monoio::time::timeout(rest, ctx.registry.wait_for(finished)).await;
+            }
             None
         } else {
             monoio::select! {

@@ -101,6 +101,8 @@ where
         max_connections: config.max_connections.get(),
         max_connections_total: config.max_connections_total,
         tls_handshake_timeout: crate::supervisor::tls_handshake_timeout(&config),
+        drain_timeout: config.drain_timeout,
+        force_timeout: config.force_timeout,
     };
     let tls = match &init.tls {
         Some((material, secret)) => {
