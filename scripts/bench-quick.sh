@@ -44,6 +44,8 @@ Benchmarks servery against nginx (one worker each, pinned) with wrk.
   --server-cpu N      CPU for the server (worker and master)  (default 0)
   --client-cpu N      CPU for wrk                             (default 1)
   --only NAME         run one server: servery or nginx
+  --tls               add TLS cases (an ECDSA P-256 certificate shared by both
+                      servers): 1 KiB at 64 connections and 8 MiB at 16
   --large             add the large-file cases: 8 MiB at 16 connections
                       and 100 MiB at 4, reported as MB/s and CPU s/GB
   --json FILE         where to write results
@@ -66,6 +68,7 @@ server_cpu=0
 client_cpu=1
 only=""
 large=0
+tls=0
 json_out=""
 servery_bin=""
 
@@ -98,6 +101,7 @@ while (($#)); do
 		;;
 	--large) large=1 ;;
 	--json) json_out=$2 && shift ;;
+	--tls) tls=1 ;;
 	--servery-bin) servery_bin=$2 && shift ;;
 	-h | --help)
 		usage
@@ -111,8 +115,14 @@ while (($#)); do
 	shift
 done
 
-# Cases, run in this order: name:size_bytes:connections:metric.
+# Cases, run in this order: name:size_bytes:connections:metric[:tls].
 cases=("small:$size:$connections:rps")
+if ((tls)); then
+	cases+=(
+		"small-tls:$size:$connections:rps:tls"
+		"large-8m-tls:$((8 << 20)):16:throughput:tls"
+	)
+fi
 if ((large)); then
 	cases+=(
 		"large-8m:$((8 << 20)):16:throughput"
@@ -198,10 +208,18 @@ docroot=$tmp/docroot
 mkdir -p "$docroot"
 chmod 755 "$tmp" "$docroot"
 for c in "${cases[@]}"; do
-	IFS=: read -r name bytes _ _ <<<"$c"
+	IFS=: read -r name bytes _ _ _ <<<"$c"
 	# Random bytes: nothing can be compressed or deduplicated on the way.
 	head -c "$bytes" /dev/urandom >"$docroot/$name.bin"
 done
+if ((tls)); then
+	need_cmd openssl "install openssl"
+	# One ECDSA P-256 certificate for both servers (nginx's and ours).
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$tmp/tls.key" -out "$tmp/tls.crt" -days 2 -subj /CN=localhost \
+		-addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null ||
+		die "openssl could not make the benchmark certificate"
+fi
 
 clk_tck=$(getconf CLK_TCK)
 command_line=$(printf '%q ' "$0" "${argv[@]}")
@@ -237,7 +255,9 @@ samples=$tmp/samples.jsonl
 # pinned to $server_cpu; set server_pid, ready_line and config_file (empty
 # if the server has none), or die with its log.
 start_server() {
-	local name=$1 port=$2 log=$tmp/$1-$2.log
+	local name=$1 port=$2 use_tls=${3:-} log=$tmp/$1-$2.log
+	local listen_flags=(--bind "127.0.0.1:$port")
+	[[ -n $use_tls ]] && listen_flags=(--tls-bind "127.0.0.1:$port" --tls-cert "$tmp/tls.crt" --tls-key "$tmp/tls.key")
 	ready_line=""
 	config_file=""
 	case $name in
@@ -245,7 +265,7 @@ start_server() {
 		# taskset pins the whole process (supervisor too); --cpus pins the
 		# worker, so both servers get exactly one CPU.
 		taskset -c "$server_cpu" "$servery_bin" serve "$docroot" \
-			--bind "127.0.0.1:$port" --workers 1 --cpus "$server_cpu" \
+			"${listen_flags[@]}" --workers 1 --cpus "$server_cpu" \
 			--driver auto >"$log" 2>&1 &
 		server_pid=$!
 		if ! wait_line "$log" 'ready on' 30 "$server_pid"; then
@@ -260,6 +280,11 @@ start_server() {
 		local prefix=$tmp/nginx-$port
 		write_nginx_conf "$prefix" "$docroot" "$port" 1 "$server_cpu"
 		config_file=$prefix/nginx.conf
+		if [[ -n $use_tls ]]; then
+			# Same certificate, TLS 1.2 and 1.3, tickets on, as servery.
+			sed -i "s|listen 127.0.0.1:$port reuseport;|listen 127.0.0.1:$port ssl reuseport;\n        ssl_certificate $tmp/tls.crt;\n        ssl_certificate_key $tmp/tls.key;\n        ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_tickets on;|" "$config_file"
+			grep -q "ssl_certificate " "$config_file" || die "could not enable TLS in $config_file"
+		fi
 		nginx_args "$prefix"
 		taskset -c "$server_cpu" "$nginx_bin" "${NGINX_ARGS[@]}" >"$log" 2>&1 &
 		server_pid=$!
@@ -273,27 +298,29 @@ start_server() {
 	[[ -n $ready_line ]] || ready_line="$name listening on 127.0.0.1:$port"
 }
 
-# check_response PORT PATH FILE: the server returns 200 and FILE's bytes.
+# check_response URL_BASE PATH FILE: the server returns 200 and FILE's bytes.
 check_response() {
-	local port=$1 path=$2 file=$3 code
-	code=$(curl -sS -o "$tmp/check.body" -w '%{http_code}' "http://127.0.0.1:$port$path") ||
-		die "curl http://127.0.0.1:$port$path failed"
+	local base=$1 path=$2 file=$3 code
+	code=$(curl -sSk -o "$tmp/check.body" -w '%{http_code}' "$base$path") ||
+		die "curl $base$path failed"
 	[[ $code == 200 ]] || die "GET $path returned HTTP $code, not 200"
 	cmp -s "$tmp/check.body" "$file" || die "GET $path returned bytes that differ from the file"
 }
 
 # run_trial CASE_SPEC SERVER TRIAL: one measured trial, one JSON line.
 run_trial() {
-	local spec=$1 server=$2 trial=$3 name bytes conns metric port url
+	local spec=$1 server=$2 trial=$3 name bytes conns metric use_tls port url scheme
 	local ticks_before ticks_after client_before pids_before pids_after
 	local t0 t1 exit_status=0 wrk_out
-	IFS=: read -r name bytes conns metric <<<"$spec"
+	IFS=: read -r name bytes conns metric use_tls <<<"$spec"
 	port=$(free_port)
-	url=http://127.0.0.1:$port/$name.bin
+	scheme=http
+	[[ -n $use_tls ]] && scheme=https
+	url=$scheme://127.0.0.1:$port/$name.bin
 	log "case $name, $server, trial $trial/$trials (port $port)"
 
-	start_server "$server" "$port"
-	check_response "$port" "/$name.bin" "$docroot/$name.bin"
+	start_server "$server" "$port" "$use_tls"
+	check_response "$scheme://127.0.0.1:$port" "/$name.bin" "$docroot/$name.bin"
 
 	if ((warmup > 0)); then
 		taskset -c "$client_cpu" "$wrk_bin" -t1 -c"$conns" -d"${warmup}s" "$url" >/dev/null &
