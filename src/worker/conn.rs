@@ -225,8 +225,8 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
             if pos == rbuf.len() {
                 break;
             }
-            let (head, consumed) = match http::parse(&rbuf[pos..], &settings.limits) {
-                Ok(Some(parsed)) => parsed,
+            let next = match next_request(&ctx, &rbuf[pos..]) {
+                Ok(Some(next)) => next,
                 Ok(None) => break,
                 Err(e) => {
                     push_response(
@@ -240,25 +240,15 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
                     break;
                 }
             };
+            let Next {
+                resp,
+                persistence,
+                declared,
+                include_body,
+                consumed,
+            } = next;
             pos += consumed;
             served_any = true;
-            WorkerStats::add(&ctx.stats.requests, 1);
-            let (resp, persistence, declared) = match answer(&ctx, &head) {
-                Ok(r) => r,
-                Err(e) => {
-                    push_response(
-                        &ctx,
-                        &mut out,
-                        &error_response(&e),
-                        true,
-                        Persistence::Close,
-                    );
-                    after = After::Close;
-                    break;
-                }
-            };
-            let include_body = head.method != Method::Head;
-            drop(head);
             discard = declared;
             push_response(&ctx, &mut out, &resp, include_body, persistence);
             if include_body && matches!(resp.body, Body::File(_) | Body::Parts(_)) {
@@ -331,6 +321,35 @@ async fn close_gracefully<S: Transport>(stream: &mut S, limit: Duration) {
     if S::GRACEFUL_CLOSE {
         let _ = monoio::time::timeout(limit, stream.shutdown()).await;
     }
+}
+
+/// One request taken from the buffer, answered.
+struct Next {
+    resp: Response,
+    persistence: Persistence,
+    /// Body bytes that follow the head, to discard.
+    declared: u64,
+    /// False for HEAD.
+    include_body: bool,
+    /// Bytes of the head.
+    consumed: usize,
+}
+
+/// Parse the next request head in `buf` and answer it; `Ok(None)` when the
+/// head is not complete yet.
+fn next_request<H: Handler>(ctx: &Ctx<H>, buf: &[u8]) -> Result<Option<Next>, ParseError> {
+    let Some((head, consumed)) = http::parse(buf, &ctx.settings.limits)? else {
+        return Ok(None);
+    };
+    WorkerStats::add(&ctx.stats.requests, 1);
+    let (resp, persistence, declared) = answer(ctx, &head)?;
+    Ok(Some(Next {
+        resp,
+        persistence,
+        declared,
+        include_body: head.method != Method::Head,
+        consumed,
+    }))
 }
 
 /// Decide the response to one parsed request, and how many body bytes of it
