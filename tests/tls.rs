@@ -408,11 +408,12 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// Accepts exactly the certificate whose SHA-256 is pinned (any name), and
-/// checks handshake signatures with it as usual.
+/// Accepts exactly the certificate whose SHA-256 is pinned (any name), or
+/// any certificate when none is, and checks handshake signatures with it as
+/// usual.
 #[derive(Debug)]
 struct Pinned {
-    fingerprint: String,
+    fingerprint: Option<String>,
     provider: Arc<CryptoProvider>,
 }
 
@@ -425,14 +426,12 @@ impl ServerCertVerifier for Pinned {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if fingerprint(end_entity) == self.fingerprint {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General(format!(
-                "certificate {} is not the pinned {}",
+        match &self.fingerprint {
+            Some(pin) if fingerprint(end_entity) != *pin => Err(rustls::Error::General(format!(
+                "certificate {} is not the pinned {pin}",
                 fingerprint(end_entity),
-                self.fingerprint
-            )))
+            ))),
+            _ => Ok(ServerCertVerified::assertion()),
         }
     }
 
@@ -495,13 +494,26 @@ fn trusting(
 
 /// A client accepting only the certificate with `fp`, speaking `versions`.
 fn pinned(fp: &str, versions: &[&'static SupportedProtocolVersion]) -> Arc<ClientConfig> {
+    verifying(Some(fp), versions)
+}
+
+/// A client accepting any certificate (still checking the handshake
+/// signature against it).
+fn trusting_any() -> Arc<ClientConfig> {
+    verifying(None, TLS13)
+}
+
+fn verifying(
+    fp: Option<&str>,
+    versions: &[&'static SupportedProtocolVersion],
+) -> Arc<ClientConfig> {
     finish(
         ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(versions)
             .expect("protocol versions")
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(Pinned {
-                fingerprint: fp.to_owned(),
+                fingerprint: fp.map(str::to_owned),
                 provider: provider(),
             }))
             .with_no_client_auth(),
@@ -1414,6 +1426,84 @@ fn the_self_signed_identity_and_tickets_survive_a_reload() {
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
 }
 
+/// A free port on 127.0.0.1 now (the kernel's pick; only another local
+/// process could take it before the server binds it).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+/// A server started without TLS whose config file gains `tls_bind` and
+/// `tls_self_signed` before a SIGHUP: either the reload brings TLS up, or it
+/// is refused and leaves nothing behind. Either way every new plain
+/// connection is still answered, and a refused TLS port is not left
+/// listening with nobody to accept.
+#[test]
+#[ignore = "bug: enabling TLS on reload fails every worker (\"a TLS listener without a TLS configuration\": the ticket secret exists only if TLS was on at start), and the rolled-back generation's re-bound reuseport sockets stay open unaccepted, so about half of new plain connections (and all TLS ones) hang"]
+fn tls_enabled_by_a_reload_is_served_or_refused_cleanly() {
+    let plain = free_addr();
+    let tls = free_addr();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("servery.toml");
+    std::fs::write(&config, "# plain only\n").expect("write config");
+    let root = docroot();
+    let server = common::TestServer::builder()
+        .root(root.path())
+        .bind(plain.to_string())
+        .args(&["--config".as_ref(), config.as_os_str()])
+        .env("RUST_LOG", "info")
+        .start();
+    std::fs::write(
+        &config,
+        format!("tls_bind = [\"{tls}\"]\ntls_self_signed = true\n"),
+    )
+    .expect("rewrite config");
+    server.signal(Signal::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let outcome = loop {
+        let log = server.stderr();
+        if log.contains("reload complete") {
+            break "complete";
+        }
+        if log.contains("reload failed") || log.contains("reload refused") {
+            break "failed";
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reload outcome logged:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    let mut unanswered = 0;
+    for _ in 0..40 {
+        let mut s = common::connect(plain);
+        s.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        s.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .expect("write");
+        if common::try_read_response(&mut s, true).map_or(true, |r| r.body != HELLO) {
+            unanswered += 1;
+        }
+    }
+    assert_eq!(
+        unanswered,
+        0,
+        "reload {outcome}: {unanswered} of 20 plain connections unanswered; stderr:\n{}",
+        server.stderr()
+    );
+    if outcome == "complete" {
+        let mut s = connected(&trusting_any(), tls);
+        assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    } else {
+        let refused = TcpStream::connect_timeout(&tls, IO_TIMEOUT)
+            .err()
+            .is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused);
+        assert!(refused, "{tls} listens after a failed reload");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Refusals
 
@@ -1620,4 +1710,48 @@ fn an_idle_connection_closed_by_a_drain_ends_with_close_notify() {
     let end = s.read_to_end(&mut rest);
     assert!(rest.is_empty(), "{rest:?}");
     end.expect("the drain's close ends with close_notify, not a bare FIN");
+}
+
+/// "Any SNI" is accepted, so what a client puts there is its own business:
+/// it should not cost a WARN line per handshake (the default log level is
+/// `warn`, so any client could fill the log). sslscan sends the IP address
+/// it scans as SNI; `openssl s_client -servername 127.0.0.1` does the same.
+#[test]
+#[ignore = "bug: rustls's `logging` feature forwards its per-handshake WARN \"Illegal SNI extension: ignoring IP address presented as hostname\" to servery's log at the default level"]
+fn an_ip_address_as_sni_is_not_a_warning_per_handshake() {
+    if !have_openssl() {
+        eprintln!("openssl not found; skipping");
+        return;
+    }
+    let server = Server::start(&["--tls-self-signed"]);
+    let addr = server.https().to_string();
+    for _ in 0..5 {
+        let out = common::run_bounded(
+            Command::new("openssl").args([
+                "s_client",
+                "-connect",
+                &addr,
+                "-servername",
+                "127.0.0.1",
+            ]),
+            Duration::from_secs(10),
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("BEGIN CERTIFICATE"),
+            "s_client did not complete a handshake"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let warns: Vec<String> = server
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("SNI"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        warns.is_empty(),
+        "{} WARN lines for 5 handshakes: {:?}",
+        warns.len(),
+        warns.first()
+    );
 }
