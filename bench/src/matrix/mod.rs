@@ -463,15 +463,13 @@ fn markdown(
     out.push('\n');
     let _ = writeln!(
         out,
-        "Charts: {}. RPS MAD and p99 MAD are median absolute deviations over trials; a point \
-         with any error or failed trial is **invalid**; \"client-bound\" means the client's \
-         core was at least {:.0} % busy, so the figure is a floor for the server.",
+        "Charts: {} (median RPS against workers per scenario; latency CDF of each server's \
+         median-RPS trial at the scenario's largest worker count).",
         charts
             .iter()
             .map(|(p, _)| format!("`{}`", file_name(p)))
             .collect::<Vec<_>>()
-            .join(", "),
-        settings.client_bound_busy * 100.0
+            .join(", ")
     );
     out
 }

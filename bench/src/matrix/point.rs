@@ -29,6 +29,15 @@ pub struct Trial {
     pub server_window_s: Option<f64>,
     /// Processes in the tree when the window opened and when it closed.
     pub processes: Option<(usize, usize)>,
+    /// Task time (user + nice + system, `/proc/stat`) on the point's server CPUs over the
+    /// window: the server's own CPU plus whatever else ran there.
+    pub server_side_busy_s: Option<f64>,
+    /// The same for the client CPUs (the load threads plus anything else).
+    pub client_side_busy_s: Option<f64>,
+    /// Time the hypervisor stole from all those CPUs over the window.
+    pub steal_s: Option<f64>,
+    /// How many CPUs `server_side_busy_s` covers.
+    pub server_side_cpus: usize,
     /// Load threads (one per client CPU, at most one per connection).
     pub client_threads: usize,
     /// The load generator's report for the timed window.
@@ -45,6 +54,26 @@ impl Trial {
     pub fn client_busy(&self) -> Option<f64> {
         let r = self.report.as_ref()?;
         stats::client_busy(r.client_cpu_s, r.duration_s, self.client_threads)
+    }
+
+    /// Share of the server-side CPUs that other tasks (not the server's tree) used during the
+    /// window.
+    pub fn foreign_server(&self) -> Option<f64> {
+        let window = self.server_window_s?;
+        let cpus = self.server_side_cpus as f64;
+        (window > 0.0 && cpus > 0.0).then_some(())?;
+        let other = (self.server_side_busy_s? - self.server_cpu_s?).max(0.0);
+        Some(other / (window * cpus))
+    }
+
+    /// Share of the client CPUs that tasks other than the load threads used during the window
+    /// (the matrix's own sampling included, which is small).
+    pub fn foreign_client(&self) -> Option<f64> {
+        let window = self.server_window_s?;
+        let cpus = self.client_threads as f64;
+        (window > 0.0 && cpus > 0.0).then_some(())?;
+        let other = (self.client_side_busy_s? - self.report.as_ref()?.client_cpu_s).max(0.0);
+        Some(other / (window * cpus))
     }
 }
 
@@ -81,6 +110,14 @@ pub struct Summary {
     pub client_busy: Option<f64>,
     /// Median client busy ≥ [`stats::CLIENT_BOUND_BUSY`].
     pub client_bound: bool,
+    /// Median share of the server-side and client CPUs other tasks took (see
+    /// [`Trial::foreign_server`]).
+    pub foreign_server: Option<f64>,
+    pub foreign_client: Option<f64>,
+    /// Median steal as a share of the window (all measured CPUs together).
+    pub steal: Option<f64>,
+    /// Either foreign share ≥ [`stats::CONTENDED_FOREIGN`]: the machine was not quiet.
+    pub contended: bool,
 }
 
 /// One cell of the matrix.
@@ -111,6 +148,8 @@ pub fn summarize(trials: &[Trial]) -> Summary {
         (requests > 0).then(|| cpu_s * 1e6 / requests as f64)
     });
     let client_busy = stats::median(&of(&|t| t.client_busy()));
+    let foreign_server = stats::median(&of(&|t| t.foreign_server()));
+    let foreign_client = stats::median(&of(&|t| t.foreign_client()));
     Summary {
         trials: trials.len(),
         measured: reports.len(),
@@ -133,6 +172,15 @@ pub fn summarize(trials: &[Trial]) -> Summary {
         cpu_us_per_request: stats::median(&cpu_per_request),
         client_busy,
         client_bound: client_busy.is_some_and(stats::client_bound),
+        foreign_server,
+        foreign_client,
+        steal: stats::median(&of(&|t| {
+            Some(t.steal_s? / t.server_window_s.filter(|&w| w > 0.0)?)
+        })),
+        contended: [foreign_server, foreign_client]
+            .into_iter()
+            .flatten()
+            .any(stats::contended),
     }
 }
 
@@ -259,6 +307,20 @@ pub(crate) mod tests {
         let s = summarize(&[trial(100.0, 500, 0), trial(0.0, 0, 0)]);
         assert!(s.invalid);
         assert_eq!(s.empty_trials, 1);
+    }
+
+    #[test]
+    fn other_tasks_on_our_cpus_mark_the_point_contended() {
+        let mut t = trial(100.0, 500, 0);
+        t.server_side_cpus = 1;
+        t.server_side_busy_s = Some(3.0); // all of it the server's own 3.0 s
+        t.client_side_busy_s = Some(1.8); // load threads 1.5 s, other 0.3 s of 3 s
+        let s = summarize(std::slice::from_ref(&t));
+        assert_eq!(s.foreign_server, Some(0.0));
+        assert!((s.foreign_client.expect("client") - 0.1).abs() < 1e-9);
+        assert!(s.contended);
+        t.client_side_busy_s = Some(1.6);
+        assert!(!summarize(&[t]).contended);
     }
 
     #[test]

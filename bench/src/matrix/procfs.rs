@@ -70,6 +70,46 @@ pub fn parse_smaps_rollup(text: &str) -> Option<Memory> {
     })
 }
 
+/// Clock ticks that CPUs spent running tasks (user + nice + system of `/proc/stat`), and the
+/// ticks the hypervisor stole from them. Interrupt and softirq ticks are left out: without
+/// `CONFIG_IRQ_TIME_ACCOUNTING` they are not charged to any process either, so "busy minus
+/// our processes' utime + stime" is other tasks' time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub steal: u64,
+}
+
+/// The [`CpuTimes`] of the `cpuN` lines of a `/proc/stat` whose N is in `cpus`, summed.
+pub fn parse_cpu_stat(text: &str, cpus: &[usize]) -> CpuTimes {
+    let mut total = CpuTimes::default();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(id) = fields
+            .next()
+            .and_then(|name| name.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !cpus.contains(&id) {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal (proc(5)).
+        let v: Vec<u64> = fields.take(8).map(|f| f.parse().unwrap_or(0)).collect();
+        if v.len() == 8 {
+            total.busy += v[0] + v[1] + v[2];
+            total.steal += v[7];
+        }
+    }
+    total
+}
+
+/// The [`CpuTimes`] of `cpus` now.
+pub fn cpu_times(cpus: &[usize]) -> CpuTimes {
+    parse_cpu_stat(&fs::read_to_string("/proc/stat").unwrap_or_default(), cpus)
+}
+
 /// `root` and its descendants among `(pid, ppid)` pairs, root first.
 pub fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
     let mut tree = vec![root];
@@ -168,6 +208,18 @@ mod tests {
             })
         );
         assert_eq!(parse_smaps_rollup("Rss: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn cpu_stat_sums_the_chosen_cpus() {
+        let text = "cpu  30 3 13 19 3 0 5 2 0 0\n\
+                    cpu0 10 1 4 9 2 0 2 1 0 0\n\
+                    cpu1 20 2 9 10 1 0 3 1 0 0\n\
+                    intr 12345\n";
+        assert_eq!(parse_cpu_stat(text, &[1]), CpuTimes { busy: 31, steal: 1 });
+        assert_eq!(parse_cpu_stat(text, &[0, 1]).busy, 46);
+        assert_eq!(parse_cpu_stat(text, &[7]), CpuTimes::default());
+        assert!(cpu_times(&[0]).busy > 0);
     }
 
     #[test]

@@ -53,13 +53,16 @@ fn throughput(out: &mut String, points: &[Point]) {
          Scaling / efficiency: against the same server's 1-worker point. Errors: failed \
          requests over all trials; any error or failed trial makes the point **invalid**. \
          Client core: how busy the load generator's threads were; at 90 % or more the point is \
-         **client-bound** and its RPS a floor for the server.\n\n",
+         **client-bound** and its RPS a floor for the server. Other load: share of the point's \
+         server CPUs and of the client CPUs that other tasks used in the window (`/proc/stat` \
+         minus our processes); at 10 % or more the point is **contended**: the machine was not \
+         quiet and the numbers say as much about the neighbours as about the server.\n\n",
     );
     out.push_str(
         "| Runtime / workload | Workers / cores | Median RPS | Scaling / efficiency | RPS MAD \
-         | Median p99 | p99 MAD | Errors | Client core |\n",
+         | Median p99 | p99 MAD | Errors | Client core | Other load (server / client) |\n",
     );
-    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for p in points {
         let s = &p.summary;
         let scaling = s.scaling.map_or_else(dash, |sc| {
@@ -84,9 +87,14 @@ fn throughput(out: &mut String, points: &[Point]) {
                 format!("{:.0} %", b * 100.0)
             }
         });
+        let share = |v: Option<f64>| v.map_or_else(dash, |v| format!("{:.0} %", v * 100.0));
+        let mut other = format!("{} / {}", share(s.foreign_server), share(s.foreign_client));
+        if s.contended {
+            other.push_str(" **contended**");
+        }
         let _ = writeln!(
             out,
-            "| {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             runtime(p),
             p.workers,
             p.server_cpus.len(),
@@ -97,6 +105,7 @@ fn throughput(out: &mut String, points: &[Point]) {
             s.p99_mad_us.map_or_else(dash, micros),
             errors,
             client,
+            other,
         );
     }
 }
@@ -187,6 +196,9 @@ fn peers(out: &mut String, points: &[Point]) {
             }
             if s.client_bound {
                 cell.push_str(" *client-bound*");
+            }
+            if s.contended {
+                cell.push_str(" *contended*");
             }
             let _ = write!(out, " {cell} |");
         }
@@ -286,12 +298,12 @@ mod tests {
         let md = tables(&points);
         assert!(md.contains(
             "| Runtime / workload | Workers / cores | Median RPS | Scaling / efficiency | RPS MAD \
-             | Median p99 | p99 MAD | Errors | Client core |"
+             | Median p99 | p99 MAD | Errors | Client core | Other load (server / client) |"
         ));
         assert!(md.contains("| Runtime / workload | Workers | Start | Ready | Ready RSS |"));
         assert!(md.contains(
             "| servery (thread) / static-1k | 1 / 1 | 120 | 1.00× / 100 % | 0.0 % | 500 µs | 0 µs \
-             | 0 | 50 % |"
+             | 0 | 50 % | — / — |"
         ));
         assert!(md.contains("| nginx / app-1k (static file) |"));
         assert!(md.contains("| 2 **invalid** |"));

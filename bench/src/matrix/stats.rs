@@ -7,6 +7,11 @@
 /// thumb is that a load generator above 90 % of its core can no longer push harder.
 pub const CLIENT_BOUND_BUSY: f64 = 0.90;
 
+/// Other tasks using this share of the benchmark's CPUs during a window make its numbers
+/// more about the neighbours than about the server: 10 % is several times the run-to-run
+/// noise of a quiet machine.
+pub const CONTENDED_FOREIGN: f64 = 0.10;
+
 /// The median of `values` (the mean of the middle two for an even count); `None` when empty
 /// or when any value is NaN.
 pub fn median(values: &[f64]) -> Option<f64> {
@@ -73,6 +78,11 @@ pub fn client_busy(client_cpu_s: f64, window_s: f64, threads: usize) -> Option<f
 /// Whether a client this busy was the bottleneck (see [`CLIENT_BOUND_BUSY`]).
 pub fn client_bound(busy: f64) -> bool {
     busy >= CLIENT_BOUND_BUSY
+}
+
+/// Whether other tasks took enough of our CPUs to mark the point (see [`CONTENDED_FOREIGN`]).
+pub fn contended(foreign: f64) -> bool {
+    foreign >= CONTENDED_FOREIGN
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::point::Trial;
 use super::probe;
-use super::procfs::{self, Memory};
+use super::procfs::{self, CpuTimes, Memory};
 use super::scenario::Scenario;
 use super::server::{Programs, Running, Server};
 use crate::plan::{CpuSet, Plan};
@@ -20,6 +20,8 @@ use crate::{load, validate};
 
 /// How often the server's memory is sampled for its peak.
 const MEMORY_SAMPLE: Duration = Duration::from_millis(100);
+/// Memory samples between two walks of `/proc` for the server's process tree.
+const TREE_REFRESH: u32 = 10;
 
 /// What every trial of a run shares.
 pub(super) struct Context<'a> {
@@ -36,15 +38,19 @@ struct Edge {
     at: Instant,
     ticks: u64,
     processes: usize,
+    server_side: CpuTimes,
+    client_side: CpuTimes,
 }
 
 impl Edge {
-    fn read(pid: u32) -> Edge {
+    fn read(pid: u32, server_side: &[usize], client_side: &[usize]) -> Edge {
         let tree = procfs::tree(pid);
         Edge {
             at: Instant::now(),
             ticks: procfs::cpu_ticks(&tree),
             processes: tree.len(),
+            server_side: procfs::cpu_times(server_side),
+            client_side: procfs::cpu_times(client_side),
         }
     }
 }
@@ -112,7 +118,7 @@ impl Context<'_> {
         let pid = running.pid;
         let ready_memory = procfs::memory(&procfs::tree(pid));
         trial.ready_memory = Some(ready_memory);
-        if let Err(e) = self.measure(&mut trial, scenario, addr, pid, ready_memory) {
+        if let Err(e) = self.measure(&mut trial, scenario, addr, pid, cpus, ready_memory) {
             trial.failure = Some(e);
         }
         let stopped = running.stop();
@@ -133,6 +139,7 @@ impl Context<'_> {
         scenario: Scenario,
         addr: SocketAddr,
         pid: u32,
+        cpus: &CpuSet,
         ready_memory: Memory,
     ) -> Result<(), String> {
         let etag = if scenario == Scenario::StaticNotModified {
@@ -155,24 +162,44 @@ impl Context<'_> {
         let (result, end, peak) = std::thread::scope(|s| {
             let sampler = s.spawn(|| {
                 let mut peak = ready_memory;
+                let mut tree = procfs::tree(pid);
+                let mut samples = 0u32;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(MEMORY_SAMPLE);
-                    peak = peak.max(procfs::memory(&procfs::tree(pid)));
+                    // Walking all of /proc costs the client core more than reading a few
+                    // smaps_rollup files, and servers do not fork under load: refresh the
+                    // tree once a second.
+                    samples += 1;
+                    if samples % TREE_REFRESH == 0 {
+                        tree = procfs::tree(pid);
+                    }
+                    peak = peak.max(procfs::memory(&tree));
                 }
                 peak
             });
-            let result = load::run_with(&plan, || start = Some(Edge::read(pid)));
-            let end = Edge::read(pid);
+            let (server_side, client_side) = (cpus.ids(), self.client_cpus.ids());
+            let result = load::run_with(&plan, || {
+                start = Some(Edge::read(pid, server_side, client_side));
+            });
+            let end = Edge::read(pid, server_side, client_side);
             stop.store(true, Ordering::Relaxed);
             (result, end, sampler.join().unwrap_or(ready_memory))
         });
         trial.peak_memory = Some(peak);
         let report = result.map_err(|e| format!("the load run did not start: {e}"))?;
         if let Some(start) = start {
-            let ticks = end.ticks.saturating_sub(start.ticks);
-            trial.server_cpu_s = Some(ticks as f64 / clock_ticks_per_sec() as f64);
+            let hz = clock_ticks_per_sec() as f64;
+            let seconds = |from: u64, to: u64| to.saturating_sub(from) as f64 / hz;
+            trial.server_cpu_s = Some(seconds(start.ticks, end.ticks));
             trial.server_window_s = Some(end.at.duration_since(start.at).as_secs_f64());
             trial.processes = Some((start.processes, end.processes));
+            trial.server_side_busy_s = Some(seconds(start.server_side.busy, end.server_side.busy));
+            trial.client_side_busy_s = Some(seconds(start.client_side.busy, end.client_side.busy));
+            trial.steal_s = Some(
+                seconds(start.server_side.steal, end.server_side.steal)
+                    + seconds(start.client_side.steal, end.client_side.steal),
+            );
+            trial.server_side_cpus = cpus.ids().len();
         }
         trial.latency_cdf = report.latency_cdf.clone();
         trial.report = Some(report);
