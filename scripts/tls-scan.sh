@@ -174,7 +174,7 @@ esac
 printf '%s %s against %s (%s, sha256 %.16s, tree at %s)\n' \
 	"$scanner" "${scanner_version:-?}" "$addr" "$bin" \
 	"$(sha256sum "$bin" | cut -d' ' -f1)" "$commit"
-printf 'serve flags: --tls-self-signed %s\n' "${serve_flags[*]:-}"
+printf 'serve flags: --tls-self-signed%s\n' "${serve_flags[*]:+ ${serve_flags[*]}}"
 printf 'certificate sha256 %s\n\n' "$fingerprint"
 
 case $scanner in

@@ -715,6 +715,8 @@ fn fetch_with(driver: &str, versions: &[&'static SupportedProtocolVersion], want
     assert_eq!(s.conn.protocol_version(), Some(want));
     assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
     assert_eq!(peer_fingerprint(&s), leaf.fingerprint);
+    let chain = s.conn.peer_certificates().expect("certificates").len();
+    assert_eq!(chain, 2, "the whole chain file (leaf, then CA) is sent");
     fetch_file_and_ranges(&mut s);
 }
 
