@@ -411,18 +411,6 @@ impl<F: HandlerFactory> Server<F> {
             self_signed: None,
             ticket_secret: None,
         };
-        if let Some(tls) = &config.tls {
-            sup.ticket_secret = Some(crate::tls::TicketSecret::generate()?);
-            if tls.source == crate::config::TlsSource::SelfSigned {
-                let mut names = vec!["localhost".to_owned()];
-                for (i, a) in listeners.addrs.iter().enumerate() {
-                    if listeners.tls[i] && !names.contains(&a.ip().to_string()) {
-                        names.push(a.ip().to_string());
-                    }
-                }
-                sup.self_signed = Some(crate::tls::Material::self_signed(&names)?);
-            }
-        }
         let (generation, driver) =
             sup.start_generation(config.clone(), listeners.clone(), started)?;
         sup.current = Some(generation);
@@ -542,10 +530,30 @@ impl<F: HandlerFactory> Supervisor<F> {
 
     /// The TLS identity of a new generation: the files as they are on disk
     /// now (a reload picks up swapped certificates), or the self-signed one.
-    fn generation_tls(&self, config: &Config) -> Result<Option<GenerationTls>, Error> {
-        let (Some(tls), Some(secret)) = (&config.tls, &self.ticket_secret) else {
+    fn generation_tls(
+        &mut self,
+        config: &Config,
+        listeners: &ListenerPlan,
+    ) -> Result<Option<GenerationTls>, Error> {
+        let Some(tls) = &config.tls else {
             return Ok(None);
         };
+        // Made on first use (at start, or by the reload that turns TLS on)
+        // and kept for the life of the server.
+        if self.ticket_secret.is_none() {
+            self.ticket_secret = Some(crate::tls::TicketSecret::generate()?);
+        }
+        if tls.source == crate::config::TlsSource::SelfSigned && self.self_signed.is_none() {
+            let mut names = vec!["localhost".to_owned()];
+            for (i, a) in listeners.addrs.iter().enumerate() {
+                if listeners.tls.get(i).copied().unwrap_or(false)
+                    && !names.contains(&a.ip().to_string())
+                {
+                    names.push(a.ip().to_string());
+                }
+            }
+            self.self_signed = Some(crate::tls::Material::self_signed(&names)?);
+        }
         let material = match (&tls.source, &self.self_signed) {
             (crate::config::TlsSource::Files { cert, key }, _) => {
                 crate::tls::Material::load(cert, key)?
@@ -557,10 +565,13 @@ impl<F: HandlerFactory> Supervisor<F> {
                 }))
             }
         };
-        let server_config = material.server_config(secret, tls.ticket_rotate)?;
+        let Some(secret) = self.ticket_secret.clone() else {
+            return Ok(None);
+        };
+        let server_config = material.server_config(&secret, tls.ticket_rotate)?;
         Ok(Some(GenerationTls {
             material,
-            secret: secret.clone(),
+            secret,
             config: server_config,
         }))
     }
@@ -584,7 +595,7 @@ impl<F: HandlerFactory> Supervisor<F> {
     ) -> Result<(Generation, Driver), Error> {
         let id = self.next_generation;
         self.next_generation += 1;
-        let tls = self.generation_tls(&config)?;
+        let tls = self.generation_tls(&config, &listeners)?;
         let mut generation = Generation {
             id,
             config: config.clone(),
@@ -688,6 +699,14 @@ impl<F: HandlerFactory> Supervisor<F> {
                 } if generation == g.id => {
                     g.slots[slot].ended = true;
                     g.slots[slot].state = State::Aborted;
+                    // Its FAILED report travels on another thread and may
+                    // arrive just after the reap: give it a moment, for the reason.
+                    if let Some(reason) = self.late_reason(g.id, slot) {
+                        return Err(Error::WorkerFailed {
+                            worker: slot,
+                            reason,
+                        });
+                    }
                     return Err(Error::WorkerExited {
                         worker: slot,
                         death,
@@ -701,6 +720,35 @@ impl<F: HandlerFactory> Supervisor<F> {
             }
         }
         Ok(())
+    }
+
+    /// The reason of a worker's FAILED report still in flight (at most
+    /// 200 ms); other events seen meanwhile are put back.
+    fn late_reason(&mut self, generation: u64, slot: usize) -> Option<String> {
+        let until = Instant::now() + Duration::from_millis(200);
+        let mut others = Vec::new();
+        let mut found = None;
+        while let Ok(e) = self
+            .server
+            .rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            match e {
+                Event::Worker {
+                    generation: g,
+                    report,
+                    ..
+                } if g == generation && report.worker == slot && report.reason.is_some() => {
+                    found = report.reason;
+                    break;
+                }
+                other => others.push(other),
+            }
+        }
+        for e in others {
+            let _ = self.server.tx.send(e);
+        }
+        found
     }
 
     /// A generation failed its barrier: every worker exits without (further)
@@ -1084,7 +1132,12 @@ impl<F: HandlerFactory> Supervisor<F> {
             tracing::warn!("SIGHUP: no config source to reload from; still serving");
             return;
         };
-        notify(&[sd_notify::NotifyState::Reloading]);
+        // sd_notify(3): RELOADING=1 carries MONOTONIC_USEC so systemd
+        // (Type=notify-reload) can match it to the reload it asked for.
+        match sd_notify::NotifyState::monotonic_usec_now() {
+            Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
+            Err(_) => notify(&[sd_notify::NotifyState::Reloading]),
+        }
         let config = match reloader() {
             Ok(c) => c,
             Err(e) => {

@@ -177,6 +177,8 @@ impl PhaseCell {
 }
 
 /// Install the tracing subscriber on stderr; `RUST_LOG` overrides `default`.
+/// (rustls is built without its `logging` feature: it would log a WARN line
+/// per client for oddities such as an IP address sent as SNI.)
 pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -322,6 +322,9 @@ async fn lifecycle<F: HandlerFactory>(
         }
     }
 
+    if init.tls_flags.iter().any(|&t| t) && init.tls.is_none() {
+        return Err("a TLS listener without a TLS configuration".into());
+    }
     let mut listeners = Vec::with_capacity(init.sockets.len());
     for s in init.sockets {
         let l = crate::net::listen(s)
@@ -342,8 +345,7 @@ async fn lifecycle<F: HandlerFactory>(
     for (i, l) in listeners.into_iter().enumerate() {
         let tls = match (init.tls_flags.get(i).copied().unwrap_or(false), &init.tls) {
             (true, Some(config)) => Some(config.clone()),
-            (true, None) => return Err("a TLS listener without a TLS configuration".into()),
-            (false, _) => None,
+            (true, None) | (false, _) => None,
         };
         monoio::spawn(accept_loop(
             l,
