@@ -1550,7 +1550,6 @@ driver_tests! {
     unsatisfiable_range_is_416_with_length,
     invalid_range_syntax_is_ignored,
     too_many_or_overlapping_ranges_are_ignored,
-    #[ignore = "bug: HEAD ignores Range (200, whole Content-Length, no Content-Range) where GET answers 206"]
     head_with_range_has_get_headers_and_no_body,
     accept_encoding_br_serves_br_variant,
     q_values_pick_gzip_over_refused_br,

@@ -1442,7 +1442,6 @@ fn free_addr() -> SocketAddr {
 /// connection is still answered, and a refused TLS port is not left
 /// listening with nobody to accept.
 #[test]
-#[ignore = "bug: enabling TLS on reload fails every worker (\"a TLS listener without a TLS configuration\": the ticket secret exists only if TLS was on at start), and the rolled-back generation's re-bound reuseport sockets stay open unaccepted, so about half of new plain connections (and all TLS ones) hang"]
 fn tls_enabled_by_a_reload_is_served_or_refused_cleanly() {
     let plain = free_addr();
     let tls = free_addr();
@@ -1683,7 +1682,6 @@ fn half_an_identity_or_two_of_them_exit_2() {
 /// write side (unless it sent an error alert). A kept-alive connection the
 /// server closes for idling (`--keepalive-timeout`) is closed the same way.
 #[test]
-#[ignore = "bug: worker::conn::serve returns on the keep-alive/header timeout and on read EOF without the GRACEFUL_CLOSE shutdown, so TLS gets a bare FIN (RFC 8446 §6.1)"]
 fn an_idle_connection_closed_by_the_server_ends_with_close_notify() {
     let server = Server::start(&["--tls-self-signed", "--keepalive-timeout", "1"]);
     let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
@@ -1702,7 +1700,6 @@ fn an_idle_connection_closed_by_the_server_ends_with_close_notify() {
 /// The same for an idle kept-alive connection closed because its generation
 /// drains (SIGHUP).
 #[test]
-#[ignore = "bug: a drain's shutdown(SHUT_RD) of an idle TLS connection ends in worker::conn::serve's `Ok(0) => return`, without close_notify (RFC 8446 §6.1)"]
 fn an_idle_connection_closed_by_a_drain_ends_with_close_notify() {
     let server = Server::start(&["--tls-self-signed"]);
     let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
@@ -1719,7 +1716,6 @@ fn an_idle_connection_closed_by_a_drain_ends_with_close_notify() {
 /// `warn`, so any client could fill the log). sslscan sends the IP address
 /// it scans as SNI; `openssl s_client -servername 127.0.0.1` does the same.
 #[test]
-#[ignore = "bug: rustls's `logging` feature forwards its per-handshake WARN \"Illegal SNI extension: ignoring IP address presented as hostname\" to servery's log at the default level"]
 fn an_ip_address_as_sni_is_not_a_warning_per_handshake() {
     if !have_openssl() {
         eprintln!("openssl not found; skipping");

@@ -326,15 +326,21 @@ impl Drop for TestServer {
 pub fn parse_ready_line(line: &str) -> Option<(Vec<SocketAddr>, Option<SocketAddr>)> {
     let rest = line.strip_prefix("servery: ready on ")?;
     let (urls, details) = rest.split_once(" — ")?;
+    // Plain listeners first (`http://`), then TLS ones (`https://`).
     let addrs = urls
         .split_whitespace()
-        .map(|u| u.strip_prefix("http://")?.parse().ok())
+        .map(|u| {
+            u.strip_prefix("http://")
+                .or_else(|| u.strip_prefix("https://"))?
+                .parse()
+                .ok()
+        })
         .collect::<Option<Vec<SocketAddr>>>()?;
     if addrs.is_empty() {
         return None;
     }
     let admin = match details.split_once(", admin http://") {
-        Some((_, a)) => Some(a.trim().parse().ok()?),
+        Some((_, a)) => Some(a.split(',').next()?.trim().parse().ok()?),
         None => None,
     };
     Some((addrs, admin))
