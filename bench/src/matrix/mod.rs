@@ -136,6 +136,7 @@ struct Settings {
     workers: Vec<usize>,
     workers_skipped: Vec<usize>,
     static_connections: usize,
+    large_connections: usize,
     app_connections: usize,
     client_bound_busy: f64,
 }
@@ -265,6 +266,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         workers: workers.clone(),
         workers_skipped,
         static_connections: scenario::STATIC_CONNECTIONS,
+        large_connections: scenario::LARGE_CONNECTIONS,
         app_connections: scenario::APP_CONNECTIONS,
         client_bound_busy: stats::CLIENT_BOUND_BUSY,
     };
@@ -446,13 +448,14 @@ fn markdown(
     let _ = writeln!(
         out,
         "- Server CPUs {:?}, client CPUs {:?} (one load thread each); {} trial(s) × {} s after \
-         {} s warm-up; c{} static, c{} app; server order rotates each trial",
+         {} s warm-up; c{} static (c{} for static-8m), c{} app; server order rotates each trial",
         assignment.server,
         assignment.client,
         settings.trials,
         settings.duration_s,
         settings.warmup_s,
         settings.static_connections,
+        settings.large_connections,
         settings.app_connections
     );
     for note in notes {
