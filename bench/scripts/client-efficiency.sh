@@ -96,7 +96,7 @@ server_pid=""
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
 	if [[ -n $server_pid ]]; then
-		stop_pid "$server_pid" 5 || true
+		stop_pid "$server_pid" 35 || true
 	fi
 	rm -rf "$tmp"
 }

@@ -29,7 +29,7 @@ pub struct Trial {
     pub server_window_s: Option<f64>,
     /// Processes in the tree when the window opened and when it closed.
     pub processes: Option<(usize, usize)>,
-    /// Task time (user + nice + system, `/proc/stat`) on the point's server CPUs over the
+    /// Busy time (`/proc/stat`, see `procfs::CpuTimes`) of the point's server CPUs over the
     /// window: the server's own CPU plus whatever else ran there.
     pub server_side_busy_s: Option<f64>,
     /// The same for the client CPUs (the load threads plus anything else).

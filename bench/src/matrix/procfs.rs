@@ -70,10 +70,11 @@ pub fn parse_smaps_rollup(text: &str) -> Option<Memory> {
     })
 }
 
-/// Clock ticks that CPUs spent running tasks (user + nice + system of `/proc/stat`), and the
-/// ticks the hypervisor stole from them. Interrupt and softirq ticks are left out: without
-/// `CONFIG_IRQ_TIME_ACCOUNTING` they are not charged to any process either, so "busy minus
-/// our processes' utime + stime" is other tasks' time.
+/// Clock ticks that CPUs spent busy (user + nice + system + irq + softirq of `/proc/stat`),
+/// and the ticks the hypervisor stole from them. Interrupt and softirq ticks count as busy
+/// because the kernel also charges them to the interrupted task's `stime`
+/// (`account_system_index_time`), so "busy minus our processes' utime + stime" is other
+/// tasks' time (kernel threads such as ksoftirqd included).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTimes {
     pub busy: u64,
@@ -98,7 +99,7 @@ pub fn parse_cpu_stat(text: &str, cpus: &[usize]) -> CpuTimes {
         // user nice system idle iowait irq softirq steal (proc(5)).
         let v: Vec<u64> = fields.take(8).map(|f| f.parse().unwrap_or(0)).collect();
         if v.len() == 8 {
-            total.busy += v[0] + v[1] + v[2];
+            total.busy += v[0] + v[1] + v[2] + v[5] + v[6];
             total.steal += v[7];
         }
     }
@@ -216,8 +217,8 @@ mod tests {
                     cpu0 10 1 4 9 2 0 2 1 0 0\n\
                     cpu1 20 2 9 10 1 0 3 1 0 0\n\
                     intr 12345\n";
-        assert_eq!(parse_cpu_stat(text, &[1]), CpuTimes { busy: 31, steal: 1 });
-        assert_eq!(parse_cpu_stat(text, &[0, 1]).busy, 46);
+        assert_eq!(parse_cpu_stat(text, &[1]), CpuTimes { busy: 34, steal: 1 });
+        assert_eq!(parse_cpu_stat(text, &[0, 1]).busy, 51);
         assert_eq!(parse_cpu_stat(text, &[7]), CpuTimes::default());
         assert!(cpu_times(&[0]).busy > 0);
     }

@@ -41,9 +41,8 @@ pub fn hello_body() -> Vec<u8> {
         .collect()
 }
 
-/// One workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// One workload; serialized as its [`Scenario::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     /// GET a 1 KiB file, keep-alive.
     Static1k,
@@ -204,6 +203,12 @@ impl Scenario {
     }
 }
 
+impl Serialize for Scenario {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
 /// Writes every scenario's file into `root`.
 pub fn write_docroot(root: &Path) -> io::Result<()> {
     fs::create_dir_all(root)?;
@@ -239,6 +244,11 @@ mod tests {
             assert_eq!(Scenario::parse(s.name()), Some(s));
         }
         assert_eq!(Scenario::parse("static-2k"), None);
+        let json = serde_json::to_string(&Scenario::ALL).expect("json");
+        assert!(
+            json.contains("\"static-1k\"") && json.contains("\"app-1k\""),
+            "{json}"
+        );
     }
 
     #[test]

@@ -387,6 +387,11 @@ mod tests {
             assert_eq!(Server::parse(s.name()), Some(s));
         }
         assert_eq!(Server::parse("apache"), None);
+        let json = serde_json::to_string(&Server::ALL).expect("json");
+        assert_eq!(
+            json,
+            r#"["servery-thread","servery-process","nginx","h2o"]"#
+        );
     }
 
     #[test]
