@@ -1531,9 +1531,7 @@ watch_tests! {
     workers_serve_an_inherited_systemd_socket,
     a_reload_that_changes_workers_keeps_the_inherited_systemd_socket,
     sigkill_of_a_worker_every_second_under_load_fails_only_its_requests,
-    #[ignore = "bug: intermittent (about 1 run in 8): a connection reaching a socket while the old generation drains can stay unaccepted until another connection arrives; see spaced_reloads_leave_no_connection_unaccepted"]
     reloads_under_load_fail_no_request_and_release_every_handle,
-    #[ignore = "bug: after a reload a connection can sit unaccepted in a listening socket's queue (no process holds it) until the next connection reaches that socket; io_uring: nearly every run"]
     spaced_reloads_leave_no_connection_unaccepted,
     sigterm_under_load_answers_every_request_it_read,
     supervisor_killed_under_load_its_workers_drain_and_exit,

@@ -38,6 +38,26 @@ pub fn shutdown_registered(fd: RawFd, how: Shutdown) -> io::Result<()> {
     }
 }
 
+/// accept4(2) without waiting, on a listening socket the caller owns;
+/// the new connection comes back owned (and close-on-exec).
+pub fn accept_nonblocking(listener: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: null address pointers are allowed (we do not want the peer
+    // address); `listener` is a live listening socket of the caller.
+    let fd = unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a non-negative accept4 return is a new fd nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// First fd systemd passes (SD_LISTEN_FDS_START).
 const LISTEN_FDS_START: RawFd = 3;
 /// More inherited sockets than this is a misconfiguration, not a server.

@@ -289,6 +289,8 @@ pub(crate) struct Ctx<H> {
     pub date: RefCell<DateCache>,
     pub registry: Rc<Registry>,
     pub draining: Cell<bool>,
+    /// The driver this worker runs on.
+    pub driver: Driver,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -339,6 +341,7 @@ async fn lifecycle<F: HandlerFactory>(
         date: RefCell::new(DateCache::default()),
         registry: Rc::new(Registry::new(init.budget.clone())),
         draining: Cell::new(false),
+        driver,
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));
@@ -461,40 +464,8 @@ async fn accept_loop<H: Handler>(
         }
         match listener.cancelable_accept(cancel.clone()).await {
             Ok((stream, _peer)) => {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY failed; closing");
-                    continue;
-                }
-                WorkerStats::add(&ctx.stats.connections_accepted, 1);
-                if let (Some(limit), Some(budget)) =
-                    (ctx.settings.max_connections_total, &ctx.registry.budget)
-                {
-                    // The global budget is spent: hold this connection (and
-                    // accept no more) until any worker frees a unit.
-                    while !budget.try_acquire(limit) {
-                        if ctx.draining.get() {
-                            break;
-                        }
-                        monoio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    if ctx.draining.get() {
-                        break;
-                    }
-                }
-                // Register before spawning, so the cap check above sees it.
-                let registration = ctx.registry.register(stream.as_raw_fd());
-                match &tls {
-                    Some(config) => {
-                        monoio::spawn(conn::serve_tls(
-                            stream,
-                            registration,
-                            ctx.clone(),
-                            config.clone(),
-                        ));
-                    }
-                    None => {
-                        monoio::spawn(conn::serve(stream, registration, ctx.clone()));
-                    }
+                if !admit(stream, &ctx, &tls).await {
+                    break;
                 }
             }
             Err(e) if ctx.draining.get() => {
@@ -504,9 +475,92 @@ async fn accept_loop<H: Handler>(
             Err(e) => accept_error(e).await,
         }
     }
+    sweep_queue(&listener, &ctx, &tls).await;
     accepting.set(accepting.get() - 1);
     ctx.registry.wake_closed();
     drop(listener);
+}
+
+/// Take in one accepted connection: TCP_NODELAY, the global budget, the
+/// registry, then its task. `false` (and the connection closed) when the
+/// budget is spent and the worker is draining, so cannot wait for it.
+async fn admit<H: Handler>(
+    stream: monoio::net::TcpStream,
+    ctx: &Rc<Ctx<H>>,
+    tls: &Option<Arc<rustls::ServerConfig>>,
+) -> bool {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY failed; closing");
+        return true;
+    }
+    WorkerStats::add(&ctx.stats.connections_accepted, 1);
+    if let (Some(limit), Some(budget)) = (ctx.settings.max_connections_total, &ctx.registry.budget)
+    {
+        // The global budget is spent: hold this connection (and accept no
+        // more) until any worker frees a unit.
+        while !budget.try_acquire(limit) {
+            if ctx.draining.get() {
+                return false;
+            }
+            monoio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // Register before spawning, so the cap check in the accept loop sees it.
+    let registration = ctx.registry.register(stream.as_raw_fd());
+    match tls {
+        Some(config) => {
+            monoio::spawn(conn::serve_tls(
+                stream,
+                registration,
+                ctx.clone(),
+                config.clone(),
+            ));
+        }
+        None => {
+            monoio::spawn(conn::serve(stream, registration, ctx.clone()));
+        }
+    }
+    true
+}
+
+/// After the accept was cancelled by a drain: take whatever is queued on
+/// the socket now. io_uring waits for accept exclusively, so a connection
+/// whose wake-up went to our (now cancelled) accept would otherwise sit in
+/// the queue of a socket the next generation shares until another
+/// connection arrives to wake it. Draining, these get one answer each with
+/// `Connection: close`.
+async fn sweep_queue<H: Handler>(
+    listener: &monoio::net::TcpListener,
+    ctx: &Rc<Ctx<H>>,
+    tls: &Option<Arc<rustls::ServerConfig>>,
+) {
+    loop {
+        let fd = match crate::sys::socket::accept_nonblocking(listener.as_raw_fd()) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "queue sweep stopped");
+                return;
+            }
+        };
+        let std_stream = std::net::TcpStream::from(fd);
+        // Each driver wants its sockets as its own accept makes them:
+        // non-blocking for epoll, blocking for io_uring.
+        if std_stream
+            .set_nonblocking(ctx.driver == Driver::Epoll)
+            .is_err()
+        {
+            continue;
+        }
+        match monoio::net::TcpStream::from_std(std_stream) {
+            Ok(stream) => {
+                // Draining: without budget it is closed rather than held.
+                admit(stream, ctx, tls).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "swept connection not adopted"),
+        }
+    }
 }
 
 async fn accept_error(e: io::Error) {
