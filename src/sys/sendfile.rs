@@ -55,3 +55,24 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<bool> {
     }
     Ok(was)
 }
+
+/// Set or clear TCP_CORK on socket `fd` (owned by the caller): while set,
+/// the kernel sends only full segments; clearing it flushes the rest.
+pub fn set_cork(fd: RawFd, on: bool) -> io::Result<()> {
+    let v: libc::c_int = i32::from(on);
+    // SAFETY: `v` is a valid c_int for the duration of the call and the
+    // length passed is its size; `fd` is a socket the caller owns.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -436,6 +436,13 @@ async fn send_body<S: Transport>(
         match part {
             Part::Bytes(b) => out.extend_from_slice(b),
             Part::File(f) => {
+                // Like nginx's tcp_nopush: hold partial segments while the
+                // head and the file go out, so the head rides in the first
+                // full segment and the body leaves in full segments.
+                let corked = match stream.tcp() {
+                    Some(tcp) => sendfile::set_cork(tcp.as_raw_fd(), true).is_ok(),
+                    None => false,
+                };
                 if !out.is_empty() {
                     let (res, buf) = write_timed(stream, out, send_timeout).await;
                     out = buf;
@@ -449,6 +456,12 @@ async fn send_body<S: Transport>(
                     None => send_buffered(stream, out, f, send_timeout).await,
                 };
                 out = buf;
+                if corked {
+                    // Uncorking pushes out the last partial segment.
+                    if let Some(tcp) = stream.tcp() {
+                        let _ = sendfile::set_cork(tcp.as_raw_fd(), false);
+                    }
+                }
                 if let Err(e) = res {
                     return (Err(e), out);
                 }
