@@ -83,6 +83,9 @@ pub(crate) async fn serve_tls<H: Handler>(
     config: Arc<rustls::ServerConfig>,
 ) {
     let limit = ctx.settings.tls_handshake_timeout;
+    // Mid-handshake is not idle: a drain must let it finish (its request
+    // then gets `Connection: close`) rather than cut the client's hello.
+    registration.set_idle(false);
     match monoio::time::timeout(limit, handshake(stream, config)).await {
         Ok(Ok((tcp, session))) => {
             WorkerStats::add(&ctx.stats.tls_handshakes, 1);
