@@ -1063,6 +1063,23 @@ struct Effective {
 }
 
 impl Config {
+    /// The TLS handshake bound (its default when there is no TLS).
+    pub fn tls_handshake_timeout(&self) -> Duration {
+        self.tls.as_ref().map_or(
+            Duration::from_secs_f64(DEFAULT_TLS_HANDSHAKE_TIMEOUT_S),
+            |t| t.handshake_timeout,
+        )
+    }
+
+    /// The ticket-key rotation period (its default when there is no TLS).
+    pub fn tls_ticket_rotate(&self) -> Duration {
+        self.tls
+            .as_ref()
+            .map_or(Duration::from_secs_f64(DEFAULT_TLS_TICKET_ROTATE_S), |t| {
+                t.ticket_rotate
+            })
+    }
+
     /// The effective configuration as TOML (same keys as the file).
     pub fn to_toml(&self) -> String {
         let e = Effective {

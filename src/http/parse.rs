@@ -273,7 +273,8 @@ fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
     })
 }
 
-fn trim_ows(mut v: &[u8]) -> &[u8] {
+/// Strip optional whitespace (RFC 9110 §5.6.3: SP and HTAB) at both ends.
+pub(crate) fn trim_ows(mut v: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = v {
         v = rest;
     }

@@ -11,6 +11,7 @@
 //!
 //! [`etag_for`] makes the strong ETag these comparisons are against.
 
+use crate::http::parse::trim_ows;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The request's precondition field values, raw as received; `None` when absent.
@@ -218,16 +219,6 @@ fn parse_date(value: &[u8]) -> Option<u64> {
 fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
-}
-
-fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 #[cfg(test)]

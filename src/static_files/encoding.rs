@@ -11,6 +11,7 @@
 //! Identity is never refused here: with `identity;q=0` and nothing else acceptable the file is
 //! still sent as-is, which RFC 9110 §12.5.3 permits in place of a 406.
 
+use crate::http::parse::trim_ows;
 /// A content coding we can serve from a precompressed sibling file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Coding {
@@ -209,16 +210,6 @@ fn parse_qvalue(text: &[u8]) -> Option<Weight> {
 /// `tchar` (RFC 9110 §5.6.2).
 fn is_tchar(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
-}
-
-fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 #[cfg(test)]

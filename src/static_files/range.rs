@@ -10,6 +10,7 @@
 //! 3. Abusive sets (too many, overlapping, larger than the file) are ignored too, which §14.2
 //!    allows and which defends against amplification (CVE-2011-3192, "Apache Killer").
 
+use crate::http::parse::trim_ows;
 /// The most range-specs served; more and the header is ignored (nginx's `max_ranges` idea).
 /// 16 covers real clients (PDF viewers, media seeking) while bounding per-request part work.
 const MAX_RANGES: usize = 16;
@@ -172,16 +173,6 @@ fn strip_bytes_unit(value: &[u8]) -> Option<&[u8]> {
     prefix
         .eq_ignore_ascii_case(UNIT)
         .then(|| &value[UNIT.len()..])
-}
-
-fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
 }
 
 /// Whether any two ranges share a byte; at most [`MAX_RANGES`] of them, so sorting a copy is

@@ -86,28 +86,6 @@ pub(crate) enum Member {
     },
 }
 
-fn settings(config: &Config) -> Settings {
-    Settings {
-        limits: config.limits,
-        header_timeout: config.header_timeout,
-        keepalive_timeout: config.keepalive_timeout,
-        send_timeout: config.send_timeout,
-        max_connections: config.max_connections.get(),
-        max_connections_total: config.max_connections_total,
-        tls_handshake_timeout: tls_handshake_timeout(config),
-        drain_timeout: config.drain_timeout,
-        force_timeout: config.force_timeout,
-    }
-}
-
-/// The handshake bound from the config (its default when there is no TLS).
-pub(crate) fn tls_handshake_timeout(config: &Config) -> std::time::Duration {
-    config.tls.as_ref().map_or(
-        std::time::Duration::from_secs_f64(crate::config::DEFAULT_TLS_HANDSHAKE_TIMEOUT_S),
-        |t| t.handshake_timeout,
-    )
-}
-
 impl Member {
     /// Start worker `slot` as a thread of this process.
     pub(crate) fn thread<F: HandlerFactory>(s: Spawn<'_, F>) -> io::Result<Member> {
@@ -125,7 +103,7 @@ impl Member {
             cpu: s.config.cpus.as_ref().map(|c| c[s.slot]),
             sockets,
             driver: s.config.driver,
-            settings: settings(s.config),
+            settings: Settings::from_config(s.config),
             factory: s.factory.clone(),
             stats: s.stats.clone(),
             control: control_rx,

@@ -47,7 +47,6 @@ use crate::telemetry::admin::Admin;
 use crate::telemetry::{Phase as Readiness, PhaseCell, Snapshot, StatsTable, WorkerStats};
 use crate::worker::{Control, Driver, Report, State};
 use child::ChildWatcher;
-pub(crate) use member::tls_handshake_timeout;
 pub use member::Death;
 use member::{GenerationTls, Member, Spawn};
 

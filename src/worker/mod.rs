@@ -124,6 +124,23 @@ pub struct Settings {
     pub force_timeout: Duration,
 }
 
+impl Settings {
+    /// The connection settings of a validated config.
+    pub fn from_config(config: &crate::config::Config) -> Settings {
+        Settings {
+            limits: config.limits,
+            header_timeout: config.header_timeout,
+            keepalive_timeout: config.keepalive_timeout,
+            send_timeout: config.send_timeout,
+            max_connections: config.max_connections.get(),
+            max_connections_total: config.max_connections_total,
+            tls_handshake_timeout: config.tls_handshake_timeout(),
+            drain_timeout: config.drain_timeout,
+            force_timeout: config.force_timeout,
+        }
+    }
+}
+
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {
     pub index: usize,

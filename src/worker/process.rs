@@ -93,29 +93,13 @@ where
             &[],
         );
     });
-    let settings = Settings {
-        limits: config.limits,
-        header_timeout: config.header_timeout,
-        keepalive_timeout: config.keepalive_timeout,
-        send_timeout: config.send_timeout,
-        max_connections: config.max_connections.get(),
-        max_connections_total: config.max_connections_total,
-        tls_handshake_timeout: crate::supervisor::tls_handshake_timeout(&config),
-        drain_timeout: config.drain_timeout,
-        force_timeout: config.force_timeout,
-    };
+    let settings = Settings::from_config(&config);
     let tls = match &init.tls {
-        Some((material, secret)) => {
-            let rotate = config.tls.as_ref().map_or(
-                std::time::Duration::from_secs_f64(crate::config::DEFAULT_TLS_TICKET_ROTATE_S),
-                |t| t.ticket_rotate,
-            );
-            Some(
-                material
-                    .server_config(secret, rotate)
-                    .map_err(|e| format!("TLS: {e}"))?,
-            )
-        }
+        Some((material, secret)) => Some(
+            material
+                .server_config(secret, config.tls_ticket_rotate())
+                .map_err(|e| format!("TLS: {e}"))?,
+        ),
         None => None,
     };
     Ok(super::run(WorkerInit {
