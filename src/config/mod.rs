@@ -46,6 +46,16 @@ pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
 /// A client that takes no response bytes for this long is dropped (nginx
 /// `send_timeout` is 60 s).
 pub const DEFAULT_SEND_TIMEOUT_S: f64 = 60.0;
+/// Longest lingering close in all (nginx `lingering_time` 30 s): time for a
+/// client still sending after an error to stop and read the answer.
+pub const DEFAULT_LINGERING_TIME_S: f64 = 30.0;
+/// Silence that ends a lingering close early (nginx `lingering_timeout` 5 s).
+pub const DEFAULT_LINGERING_TIMEOUT_S: f64 = 5.0;
+/// Most bytes discarded by one lingering close: far above what a client has
+/// in flight when it sees the answer (a few socket buffers), small enough
+/// that a client streaming at line rate cannot keep a worker busy for the
+/// whole lingering time.
+pub const DEFAULT_LINGERING_BYTES: u64 = 16 * 1024 * 1024;
 /// nginx accepts 4 × 8 KiB header buffers; 16 KiB heads cover real browsers
 /// with large cookies while bounding per-connection memory.
 pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
@@ -150,6 +160,15 @@ pub struct RawConfig {
     /// Seconds a client may take to accept more response bytes.
     #[arg(long, value_name = "SECONDS")]
     pub send_timeout: Option<f64>,
+    /// Seconds a lingering close may discard input in all.
+    #[arg(long, value_name = "SECONDS")]
+    pub lingering_time: Option<f64>,
+    /// Seconds of client silence that end a lingering close.
+    #[arg(long, value_name = "SECONDS")]
+    pub lingering_timeout: Option<f64>,
+    /// Most bytes a lingering close discards.
+    #[arg(long, value_name = "BYTES")]
+    pub lingering_bytes: Option<u64>,
     /// Largest request head in bytes.
     #[arg(long, value_name = "BYTES")]
     pub max_head_bytes: Option<u64>,
@@ -267,7 +286,8 @@ impl RawConfig {
     pub fn merge(mut self, over: RawConfig) -> RawConfig {
         merge_fields!(self, over; root, bind, workers, cpus, listener, driver,
             startup_timeout, drain_timeout, force_timeout, max_connections,
-            header_timeout, keepalive_timeout, send_timeout, max_head_bytes, max_headers, admin,
+            header_timeout, keepalive_timeout, send_timeout, lingering_time, lingering_timeout,
+            lingering_bytes, max_head_bytes, max_headers, admin,
             symlinks, dotfiles, index, cache_control, headers, file_cache_ttl,
             file_cache_entries, small_file_max, memory_cache_bytes, isolation,
             child_watch, max_restarts, restart_window, beat_interval, beat_timeout,
@@ -475,6 +495,26 @@ impl RawConfig {
             DEFAULT_KEEPALIVE_TIMEOUT_S,
         )?;
         let send_timeout = secs("--send-timeout", self.send_timeout, DEFAULT_SEND_TIMEOUT_S)?;
+        let lingering_time = secs(
+            "--lingering-time",
+            self.lingering_time,
+            DEFAULT_LINGERING_TIME_S,
+        )?;
+        let lingering_timeout = secs(
+            "--lingering-timeout",
+            self.lingering_timeout,
+            DEFAULT_LINGERING_TIMEOUT_S,
+        )?;
+        let lingering_bytes = match self.lingering_bytes {
+            None => DEFAULT_LINGERING_BYTES,
+            Some(0) => {
+                return Err(invalid(
+                    "--lingering-bytes",
+                    "must be at least 1; give the most bytes a lingering close may discard",
+                ))
+            }
+            Some(n) => n,
+        };
 
         let max_connections = positive(
             "--max-connections",
@@ -590,6 +630,9 @@ impl RawConfig {
             header_timeout,
             keepalive_timeout,
             send_timeout,
+            lingering_time,
+            lingering_timeout,
+            lingering_bytes,
             limits: Limits {
                 max_head_bytes,
                 max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES.min(max_head_bytes),
@@ -1015,6 +1058,10 @@ pub struct Config {
     pub header_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
+    /// Lingering close bounds (see `worker::conn::linger`).
+    pub lingering_time: Duration,
+    pub lingering_timeout: Duration,
+    pub lingering_bytes: u64,
     pub limits: Limits,
     pub admin: Option<SocketAddr>,
 }
@@ -1036,6 +1083,9 @@ struct Effective {
     header_timeout: f64,
     keepalive_timeout: f64,
     send_timeout: f64,
+    lingering_time: f64,
+    lingering_timeout: f64,
+    lingering_bytes: u64,
     max_head_bytes: usize,
     max_headers: usize,
     admin: Option<String>,
@@ -1097,6 +1147,9 @@ impl Config {
             header_timeout: self.header_timeout.as_secs_f64(),
             keepalive_timeout: self.keepalive_timeout.as_secs_f64(),
             send_timeout: self.send_timeout.as_secs_f64(),
+            lingering_time: self.lingering_time.as_secs_f64(),
+            lingering_timeout: self.lingering_timeout.as_secs_f64(),
+            lingering_bytes: self.lingering_bytes,
             max_head_bytes: self.limits.max_head_bytes,
             max_headers: self.limits.max_headers,
             admin: self.admin.map(|a| a.to_string()),

@@ -1,10 +1,14 @@
-//! Request errors and the one place that maps them to a status.
+//! Refusals and the one place that answers them.
 //!
-//! Every rejection the connection loop makes goes through [`ParseError::status`]
-//! (hyper's `on_error`): the status, whether the connection must close, and the
-//! short body are decided here and nowhere else.
+//! Every refusal, wherever it is decided (the parser, the static-file
+//! pipeline, dispatch, the admin listener), is a [`Refusal`], and
+//! [`on_error`] (hyper's `on_error`) turns it into its status and short body
+//! here and nowhere else. [`ParseError::status`] is the parser's part of that
+//! table; a parse error always closes the connection.
 
-use super::response::Status;
+use bytes::Bytes;
+
+use super::response::{Body, Response, Status};
 
 /// Why a request head (or its framing) was refused.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +29,12 @@ pub enum ParseError {
     ConflictingContentLength,
     #[error("{count} Host header fields (exactly one required)")]
     BadHost { count: usize },
+    #[error("invalid {} authority: {error}", if *in_target { "request-target" } else { "Host" })]
+    InvalidHost {
+        /// The authority of an absolute-form target, not the Host field.
+        in_target: bool,
+        error: super::host::Error,
+    },
     #[error("Transfer-Encoding on a request without a body we accept")]
     UnsupportedTransferEncoding,
     #[error("request body of {length} bytes on a method that takes none is too large to discard")]
@@ -46,8 +56,88 @@ impl ParseError {
             | ParseError::ContentLengthWithTransferEncoding
             | ParseError::InvalidContentLength
             | ParseError::ConflictingContentLength
-            | ParseError::BadHost { .. } => Status::BAD_REQUEST,
+            | ParseError::BadHost { .. }
+            | ParseError::InvalidHost { .. } => Status::BAD_REQUEST,
         }
+    }
+}
+
+/// Methods the server answers: the `Allow` of OPTIONS and of every 405.
+pub const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+/// Every way a request is refused, from any layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The head or its framing (400, 413, 414, 431, 501).
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// A method other than GET, HEAD or OPTIONS.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A path that cannot name a file (bad encoding, climbs above the root).
+    #[error("bad path")]
+    BadPath,
+    /// Nothing there (or something we will not reveal).
+    #[error("not found")]
+    NotFound,
+    /// There, but not readable by the server.
+    #[error("forbidden")]
+    Forbidden,
+    /// If-Match / If-Unmodified-Since failed (RFC 9110 §13.1.1, §13.1.4).
+    #[error("precondition failed")]
+    PreconditionFailed,
+    /// No requested range overlaps the representation (RFC 9110 §15.5.17).
+    #[error("range not satisfiable")]
+    RangeNotSatisfiable,
+    /// The server failed (an I/O error, logged where it happened).
+    #[error("internal error")]
+    Internal,
+}
+
+impl Refusal {
+    /// The status this refusal is answered with.
+    pub fn status(&self) -> Status {
+        match self {
+            Refusal::Parse(e) => e.status(),
+            Refusal::MethodNotAllowed => Status::METHOD_NOT_ALLOWED,
+            Refusal::BadPath => Status::BAD_REQUEST,
+            Refusal::NotFound => Status::NOT_FOUND,
+            Refusal::Forbidden => Status::FORBIDDEN,
+            Refusal::PreconditionFailed => Status::PRECONDITION_FAILED,
+            Refusal::RangeNotSatisfiable => Status::RANGE_NOT_SATISFIABLE,
+            Refusal::Internal => Status::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// The response to a refusal: its status, a short `text/plain` body naming
+/// the status, and the fields the status requires (`Allow` on 405,
+/// RFC 9110 §15.5.6). Callers may add representation fields (a 416 adds its
+/// `Content-Range`).
+pub fn on_error(refusal: &Refusal) -> Response {
+    let status = refusal.status();
+    if let Refusal::Parse(e) = refusal {
+        tracing::debug!(error = %e, status = status.code(), "request refused");
+    }
+    let body: &'static str = match status.code() {
+        400 => "400 Bad Request\n",
+        403 => "403 Forbidden\n",
+        404 => "404 Not Found\n",
+        405 => "405 Method Not Allowed\n",
+        412 => "412 Precondition Failed\n",
+        413 => "413 Content Too Large\n",
+        414 => "414 URI Too Long\n",
+        416 => "416 Range Not Satisfiable\n",
+        431 => "431 Request Header Fields Too Large\n",
+        500 => "500 Internal Server Error\n",
+        501 => "501 Not Implemented\n",
+        _ => "error\n",
+    };
+    let resp = Response::new(status, Body::Bytes(Bytes::from_static(body.as_bytes())))
+        .header("Content-Type", "text/plain; charset=utf-8");
+    match refusal {
+        Refusal::MethodNotAllowed => resp.header("Allow", ALLOW),
+        _ => resp,
     }
 }
 
@@ -73,5 +163,35 @@ mod tests {
             ParseError::ContentLengthWithTransferEncoding.status(),
             Status::BAD_REQUEST
         );
+    }
+
+    #[test]
+    fn every_refusal_gets_its_status_and_a_body_naming_it() {
+        for (r, code) in [
+            (Refusal::MethodNotAllowed, 405),
+            (Refusal::BadPath, 400),
+            (Refusal::NotFound, 404),
+            (Refusal::Forbidden, 403),
+            (Refusal::PreconditionFailed, 412),
+            (Refusal::RangeNotSatisfiable, 416),
+            (Refusal::Internal, 500),
+            (Refusal::Parse(ParseError::BodyTooLarge { length: 9 }), 413),
+        ] {
+            let resp = on_error(&r);
+            assert_eq!(resp.status.code(), code);
+            let Body::Bytes(b) = &resp.body else {
+                panic!("no body for {code}")
+            };
+            assert!(b.starts_with(code.to_string().as_bytes()));
+        }
+    }
+
+    #[test]
+    fn method_not_allowed_says_what_is_allowed() {
+        let resp = on_error(&Refusal::MethodNotAllowed);
+        let super::super::response::Fields::List(fields) = &resp.fields else {
+            unreachable!()
+        };
+        assert!(fields.iter().any(|(n, v)| n == "Allow" && v == ALLOW));
     }
 }

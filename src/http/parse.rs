@@ -5,9 +5,12 @@
 //! `ParseError` that the connection turns into a status (see `http::error`).
 //! httparse does the tokenising; the framing rules of RFC 9112 that httparse
 //! leaves to its caller are enforced here, so they are unit-tested without a
-//! socket.
+//! socket. That includes the Host rules (RFC 9112 §3.2, §3.2.2): exactly one
+//! Host field on 1.1, its value in the authority grammar (`http::host`), and
+//! an absolute-form target's authority taking the Host field's place.
 
 use super::error::ParseError;
+use super::host;
 
 /// Bounds on a request head, from the validated config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +64,9 @@ pub struct Head<'a> {
     pub version: Version,
     /// All header fields in order.
     pub headers: Vec<(&'a str, &'a [u8])>,
-    /// The one Host value (RFC 9112 §3.2), if present.
+    /// The authority the request is for, validated (`http::host`): the
+    /// authority of an absolute-form target if there is one (RFC 9112
+    /// §3.2.2), else the one Host value (RFC 9112 §3.2), if present.
     pub host: Option<&'a [u8]>,
     /// Declared body length (validated: 1*DIGIT, repeats agree).
     pub content_length: Option<u64>,
@@ -160,14 +165,14 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
         "OPTIONS" => Method::Options,
         _ => Method::Other,
     };
-    let target = origin_form(req.path.unwrap_or("").as_bytes());
+    let (target_authority, target) = origin_form(req.path.unwrap_or("").as_bytes());
     let version = match req.version {
         Some(0) => Version::Http10,
         _ => Version::Http11,
     };
 
     let mut headers = Vec::with_capacity(req.headers.len());
-    let mut host = None;
+    let mut host_field = None;
     let mut host_count = 0usize;
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
@@ -178,7 +183,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
         headers.push((h.name, value));
         if h.name.eq_ignore_ascii_case("host") {
             host_count += 1;
-            host = Some(value);
+            host_field = Some(value);
         } else if h.name.eq_ignore_ascii_case("content-length") {
             // RFC 9112 §6.3: a list of identical values may be taken as one;
             // anything else is an unrecoverable framing error.
@@ -215,6 +220,27 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
     if host_count > 1 {
         return Err(ParseError::BadHost { count: host_count });
     }
+    // RFC 9112 §3.2: a Host field with an invalid value is a 400. It is
+    // checked even when an absolute-form target overrides it below: the
+    // message is malformed either way, and a proxy in front may have read it.
+    if let Some(value) = host_field {
+        host::validate(value).map_err(|error| ParseError::InvalidHost {
+            in_target: false,
+            error,
+        })?;
+    }
+    // RFC 9112 §3.2.2: with an absolute-form target the server MUST ignore
+    // the Host field and use the target's authority instead.
+    let host = match target_authority {
+        Some(authority) => {
+            host::validate_uri(authority).map_err(|error| ParseError::InvalidHost {
+                in_target: true,
+                error,
+            })?;
+            Some(authority)
+        }
+        None => host_field,
+    };
     // RFC 9112 §9.3: 1.1 defaults to persistent, 1.0 needs keep-alive.
     let keep_alive = !conn_close
         && match version {
@@ -239,21 +265,23 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
 }
 
 /// RFC 9112 §3.2.2: a server MUST accept the absolute-form
-/// (`http://host/path`); we serve its path and query (origin-form).
-fn origin_form(target: &[u8]) -> &[u8] {
+/// (`http://host/path`); we serve its path and query (origin-form). Returns
+/// the authority (unchecked; `None` for any other form) and that origin-form.
+fn origin_form(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     let lower: Vec<u8> = target.iter().take(8).map(u8::to_ascii_lowercase).collect();
     let scheme = if lower.starts_with(b"http://") {
         7
     } else if lower.starts_with(b"https://") {
         8
     } else {
-        return target;
+        return (None, target);
     };
     let rest = &target[scheme..];
     match rest.iter().position(|&b| b == b'/' || b == b'?') {
-        Some(i) if rest[i] == b'/' => &rest[i..],
+        Some(i) if rest[i] == b'/' => (Some(&rest[..i]), &rest[i..]),
         // `http://host` or `http://host?q`: the path is empty, i.e. `/`.
-        _ => b"/",
+        Some(i) => (Some(&rest[..i]), b"/"),
+        None => (Some(rest), b"/"),
     }
 }
 
@@ -447,6 +475,154 @@ mod tests {
         assert_eq!(h.target, b"/a/b?q=1");
         let (h, _) = ok(b"GET HTTPS://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(h.target, b"/");
+    }
+
+    fn host_error(buf: &[u8]) -> (bool, host::Error) {
+        match parse(buf, &limits()) {
+            Err(ParseError::InvalidHost { in_target, error }) => (in_target, error),
+            other => panic!("expected InvalidHost, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_host_forms_are_accepted() {
+        for value in [
+            "example.com",
+            "example.com:8080",
+            "127.0.0.1",
+            "[::1]:80",
+            "host:",
+            "[v1.x]",
+        ] {
+            let buf = format!("GET / HTTP/1.1\r\nHost: {value}\r\n\r\n");
+            let (h, _) = ok(buf.as_bytes());
+            assert_eq!(h.host, Some(value.as_bytes()), "{value}");
+        }
+    }
+
+    #[test]
+    fn empty_host_value_is_accepted() {
+        let (h, _) = ok(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
+        assert_eq!(h.host, Some(&b""[..]));
+    }
+
+    #[test]
+    fn host_value_is_validated_after_trimming_ows() {
+        let (h, _) = ok(b"GET / HTTP/1.1\r\nHost: \t example.com:80 \t\r\n\r\n");
+        assert_eq!(h.host, Some(&b"example.com:80"[..]));
+    }
+
+    #[test]
+    fn invalid_host_value_is_rejected() {
+        for (value, want) in [
+            ("user@example.com", host::Error::UserInfo { at: 4 }),
+            ("example.com/x", host::Error::Path { byte: b'/', at: 11 }),
+            ("a, b", host::Error::List { at: 1 }),
+            ("a b", host::Error::BadChar { byte: b' ', at: 1 }),
+            (
+                "example.com:http",
+                host::Error::BadPort { byte: b'h', at: 12 },
+            ),
+            (
+                "example.com:65536",
+                host::Error::PortOutOfRange { value: 65536 },
+            ),
+            ("[::1", host::Error::UnbalancedBracket { at: 0 }),
+        ] {
+            let buf = format!("GET / HTTP/1.1\r\nHost: {value}\r\n\r\n");
+            assert_eq!(host_error(buf.as_bytes()), (false, want), "{value}");
+        }
+    }
+
+    #[test]
+    fn invalid_host_is_400() {
+        let err = parse(b"GET / HTTP/1.1\r\nHost: u@x\r\n\r\n", &limits()).unwrap_err();
+        assert_eq!(err.status(), crate::http::Status::BAD_REQUEST);
+        assert_eq!(
+            err.to_string(),
+            "invalid Host authority: `@` at byte 1: userinfo is not allowed"
+        );
+    }
+
+    #[test]
+    fn invalid_host_on_10_is_rejected() {
+        assert_eq!(
+            host_error(b"GET / HTTP/1.0\r\nHost: a/b\r\n\r\n"),
+            (false, host::Error::Path { byte: b'/', at: 1 })
+        );
+    }
+
+    #[test]
+    fn host_count_is_checked_before_the_value() {
+        assert!(matches!(
+            parse(b"GET / HTTP/1.1\r\nHost: a b\r\nHost: c\r\n\r\n", &limits()),
+            Err(ParseError::BadHost { count: 2 })
+        ));
+    }
+
+    #[test]
+    fn absolute_form_authority_wins_over_host() {
+        let (h, _) = ok(b"GET http://example.com/file.txt HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(h.host, Some(&b"example.com"[..]));
+        assert_eq!(h.target, b"/file.txt");
+        let (h, _) = ok(b"GET https://[::1]:8443?q HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(h.host, Some(&b"[::1]:8443"[..]));
+        assert_eq!(h.target, b"/");
+        let (h, _) = ok(b"GET http://example.com:8080 HTTP/1.1\r\nHost: other\r\n\r\n");
+        assert_eq!(h.host, Some(&b"example.com:8080"[..]));
+    }
+
+    #[test]
+    fn absolute_form_on_10_needs_no_host_field() {
+        let (h, _) = ok(b"GET http://example.com/a HTTP/1.0\r\n\r\n");
+        assert_eq!(h.host, Some(&b"example.com"[..]));
+    }
+
+    #[test]
+    fn absolute_form_with_bad_authority_is_rejected() {
+        for (target, want) in [
+            ("http://u@x/file.txt", host::Error::UserInfo { at: 1 }),
+            ("http://u:p@x/", host::Error::UserInfo { at: 3 }),
+            (
+                "http://x:99999/",
+                host::Error::PortOutOfRange { value: 99999 },
+            ),
+            ("http://x:8o/", host::Error::BadPort { byte: b'o', at: 3 }),
+            ("http://[::1/", host::Error::UnbalancedBracket { at: 0 }),
+            ("http://x,y/", host::Error::List { at: 1 }),
+            // RFC 9110 §4.2.1: an http URI's host must not be empty.
+            ("http:///file.txt", host::Error::EmptyHost),
+            ("http://:80/", host::Error::EmptyHost),
+        ] {
+            let buf = format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(host_error(buf.as_bytes()), (true, want), "{target}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_still_needs_exactly_one_host_on_11() {
+        assert!(matches!(
+            parse(b"GET http://example.com/ HTTP/1.1\r\n\r\n", &limits()),
+            Err(ParseError::BadHost { count: 0 })
+        ));
+    }
+
+    #[test]
+    fn host_field_is_validated_even_with_absolute_form() {
+        assert_eq!(
+            host_error(b"GET http://example.com/ HTTP/1.1\r\nHost: a b\r\n\r\n"),
+            (false, host::Error::BadChar { byte: b' ', at: 1 })
+        );
+    }
+
+    #[test]
+    fn origin_form_has_no_authority() {
+        assert_eq!(origin_form(b"/a?b"), (None, &b"/a?b"[..]));
+        assert_eq!(origin_form(b"*"), (None, &b"*"[..]));
+        assert_eq!(
+            origin_form(b"HTTP://h:1/p"),
+            (Some(&b"h:1"[..]), &b"/p"[..])
+        );
     }
 
     #[test]

@@ -2,15 +2,16 @@
 //!
 //! A response is a status, header fields and a body. Handlers that answer the
 //! same bytes again and again (the small-file cache) hand over a prebuilt head
-//! block instead of a field list, so a cache hit costs one memcpy into the
-//! connection's output buffer and no formatting. The connection adds the
+//! block instead of a field list, so a cache hit costs one short memcpy of
+//! the head into the connection's head buffer and no formatting; the body is
+//! written from the cache's own `Bytes`. The connection adds the
 //! per-request fields (`Date`, `Connection`) and the blank line.
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::rc::Rc;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 
 /// An HTTP status code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -209,47 +210,48 @@ pub fn prebuild_head(
 }
 
 fn write_fields(
-    out: &mut Vec<u8>,
+    out: &mut impl BufMut,
     status: Status,
     fields: &[(Cow<'static, str>, Cow<'static, str>)],
     content_length: u64,
 ) {
-    out.extend_from_slice(b"HTTP/1.1 ");
+    out.put_slice(b"HTTP/1.1 ");
     let mut code = itoa::Buffer::new();
-    out.extend_from_slice(code.format(status.code()).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.reason().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(SERVER_FIELD);
+    out.put_slice(code.format(status.code()).as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(status.reason().as_bytes());
+    out.put_slice(b"\r\n");
+    out.put_slice(SERVER_FIELD);
     for (name, value) in fields {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        out.put_slice(name.as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
     }
     if !status.has_no_body() {
-        out.extend_from_slice(b"Content-Length: ");
+        out.put_slice(b"Content-Length: ");
         let mut n = itoa::Buffer::new();
-        out.extend_from_slice(n.format(content_length).as_bytes());
-        out.extend_from_slice(b"\r\n");
+        out.put_slice(n.format(content_length).as_bytes());
+        out.put_slice(b"\r\n");
     }
 }
 
-/// Append the complete head of `resp` (ending in the blank line) to `out`.
-pub fn write_head(out: &mut Vec<u8>, resp: &Response, date: &[u8], persistence: Persistence) {
+/// Append the complete head of `resp` (ending in the blank line) to `out`
+/// (a `Vec<u8>`, or the connection's `BytesMut` head buffer).
+pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persistence: Persistence) {
     match &resp.fields {
         Fields::List(fields) => write_fields(out, resp.status, fields, resp.body.len()),
-        Fields::Prebuilt(block) => out.extend_from_slice(block),
+        Fields::Prebuilt(block) => out.put_slice(block),
     }
-    out.extend_from_slice(b"Date: ");
-    out.extend_from_slice(date);
-    out.extend_from_slice(b"\r\n");
+    out.put_slice(b"Date: ");
+    out.put_slice(date);
+    out.put_slice(b"\r\n");
     match persistence {
         Persistence::Default => {}
-        Persistence::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
-        Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        Persistence::KeepAlive => out.put_slice(b"Connection: keep-alive\r\n"),
+        Persistence::Close => out.put_slice(b"Connection: close\r\n"),
     }
-    out.extend_from_slice(b"\r\n");
+    out.put_slice(b"\r\n");
 }
 
 #[cfg(test)]

@@ -46,14 +46,16 @@ use bytes::Bytes;
 use crate::app::{Handler, MakeError};
 use crate::config::{FilesConfig, Symlinks};
 use crate::http::response::prebuild_head;
-use crate::http::{Body, Fields, FileRange, Head, Method, Part, Response, Status};
+use crate::http::{
+    on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
+};
 use crate::sys::openat2::{open_beneath, Links, Target};
 use encoding::{Available, Coding};
 use range::RangeOutcome;
 
 type FieldList = Vec<(Cow<'static, str>, Cow<'static, str>)>;
 
-/// Why a file could not be served; mapped to a status in one place.
+/// Why a file could not be served; answered as a [`Refusal`].
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     #[error("bad path: {0}")]
@@ -82,15 +84,16 @@ impl Error {
         }
     }
 
-    /// The one place a file error becomes a response.
-    fn response(&self) -> Response {
+    /// The refusal a file error is answered with (`http::on_error` decides
+    /// its status and body).
+    fn refusal(&self) -> Refusal {
         match self {
-            Error::BadPath(_) => Response::text(Status::BAD_REQUEST, "400 Bad Request\n"),
-            Error::NotFound => Response::text(Status::NOT_FOUND, "404 Not Found\n"),
-            Error::Forbidden => Response::text(Status::FORBIDDEN, "403 Forbidden\n"),
+            Error::BadPath(_) => Refusal::BadPath,
+            Error::NotFound => Refusal::NotFound,
+            Error::Forbidden => Refusal::Forbidden,
             Error::Io(e) => {
                 tracing::error!(error = %e, "I/O error serving a file");
-                Response::text(Status::INTERNAL_SERVER_ERROR, "500 Internal Server Error\n")
+                Refusal::Internal
             }
         }
     }
@@ -250,12 +253,7 @@ impl Files {
                     body: Body::Empty,
                 });
             }
-            conditional::Precondition::Failed => {
-                return Ok(Response::text(
-                    Status::PRECONDITION_FAILED,
-                    "412 Precondition Failed\n",
-                ))
-            }
+            conditional::Precondition::Failed => return Ok(on_error(&Refusal::PreconditionFailed)),
             conditional::Precondition::Proceed { honor_range } => honor_range,
         };
         // 5. range. RFC 9110 §14.2 defines ranges for GET; a HEAD gets the
@@ -267,16 +265,15 @@ impl Files {
             match range::parse(value, total) {
                 RangeOutcome::Full => {}
                 RangeOutcome::Unsatisfiable => {
-                    let mut fields = self.fields(&entry, rep, false);
-                    fields.push((
-                        "Content-Range".into(),
-                        range::unsatisfied_content_range(total).into(),
-                    ));
-                    return Ok(Response {
-                        status: Status::RANGE_NOT_SATISFIABLE,
-                        fields: Fields::List(fields),
-                        body: Body::Bytes(Bytes::from_static(b"416 Range Not Satisfiable\n")),
-                    });
+                    let mut resp = on_error(&Refusal::RangeNotSatisfiable);
+                    if let Fields::List(fields) = &mut resp.fields {
+                        fields.extend(self.fields(&entry, rep, false));
+                        fields.push((
+                            "Content-Range".into(),
+                            range::unsatisfied_content_range(total).into(),
+                        ));
+                    }
+                    return Ok(resp);
                 }
                 RangeOutcome::Single(r) => {
                     let mut fields = self.fields(&entry, rep, true);
@@ -607,7 +604,7 @@ fn slice(rep: &Rep, start: u64, len: u64) -> Body {
 
 impl Handler for Files {
     fn handle(&self, head: &Head<'_>) -> Response {
-        self.serve(head).unwrap_or_else(|e| e.response())
+        self.serve(head).unwrap_or_else(|e| on_error(&e.refusal()))
     }
 }
 

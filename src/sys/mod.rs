@@ -13,9 +13,11 @@
 //! - `fdpass`: SCM_RIGHTS over the control channel.
 //! - `spawn`: a worker process's new session and control fd 3.
 //! - `shm`: the shared connection-budget counter (memfd + mmap).
+//! - `iovec`: vectored writes straight from `Bytes` (cached bodies, heads).
 
 pub mod affinity;
 pub mod fdpass;
+pub mod iovec;
 pub mod openat2;
 pub mod pidfd;
 pub mod sendfile;

@@ -3,7 +3,8 @@
 //! It runs on its own plain thread with blocking std I/O, off the workers'
 //! cores' event loops: it is polled by orchestrators a few times a second and
 //! must answer even when every worker is saturated or draining. One request
-//! per connection; answers are small.
+//! per connection; answers are small. Refusals (404, 405) are answered by
+//! `http::on_error`, like the workers'.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -12,7 +13,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::{Phase, PhaseCell, WorkerStats};
+use crate::http::response::write_head;
+use crate::http::{on_error, Body, Persistence, Refusal, Response, Status};
 
 /// A running admin endpoint; dropping it stops the thread.
 #[derive(Debug)]
@@ -86,41 +91,46 @@ fn answer(mut conn: TcpStream, phase: &PhaseCell, stats: &[Arc<WorkerStats>]) ->
     let mut parts = line.split(|&b| b == b' ');
     let method = parts.next().unwrap_or(b"");
     let path = parts.next().unwrap_or(b"");
-    let (status, ctype, body) = if method != b"GET" && method != b"HEAD" {
-        (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET or HEAD only\n".to_owned(),
-        )
+    let text = |status: Status, ctype: &'static str, body: String| {
+        Response::new(status, Body::Bytes(Bytes::from(body))).header("Content-Type", ctype)
+    };
+    let resp = if method != b"GET" && method != b"HEAD" {
+        on_error(&Refusal::MethodNotAllowed)
     } else {
         match path {
-            b"/healthz" => ("200 OK", "text/plain", "ok\n".to_owned()),
+            b"/healthz" => text(Status::OK, "text/plain", "ok\n".to_owned()),
             b"/readyz" => match phase.get() {
-                Phase::Ready => ("200 OK", "text/plain", "ready\n".to_owned()),
-                Phase::Starting => (
-                    "503 Service Unavailable",
+                Phase::Ready => text(Status::OK, "text/plain", "ready\n".to_owned()),
+                Phase::Starting => text(
+                    Status::SERVICE_UNAVAILABLE,
                     "text/plain",
                     "starting\n".to_owned(),
                 ),
-                Phase::Draining => (
-                    "503 Service Unavailable",
+                Phase::Draining => text(
+                    Status::SERVICE_UNAVAILABLE,
                     "text/plain",
                     "draining\n".to_owned(),
                 ),
             },
-            b"/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(stats)),
-            _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+            b"/metrics" => text(
+                Status::OK,
+                "text/plain; version=0.0.4",
+                render_metrics(stats),
+            ),
+            _ => on_error(&Refusal::NotFound),
         }
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nServer: servery\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(head.as_bytes())?;
-    if method != b"HEAD" {
-        conn.write_all(body.as_bytes())?;
+    let mut out = Vec::with_capacity(256);
+    write_head(&mut out, &resp, &date_now(), Persistence::Close);
+    if let (Body::Bytes(body), false) = (&resp.body, method == b"HEAD") {
+        out.extend_from_slice(body);
     }
-    Ok(())
+    conn.write_all(&out)
+}
+
+/// The `Date` field value now (the admin thread has no per-worker cache).
+fn date_now() -> Vec<u8> {
+    httpdate::fmt_http_date(std::time::SystemTime::now()).into_bytes()
 }
 
 /// Prometheus text exposition (format 0.0.4) of every worker's counters,

@@ -118,6 +118,10 @@ pub struct Settings {
     pub max_connections_total: Option<u64>,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Lingering close: time in all, silence between reads, bytes discarded.
+    pub lingering_time: Duration,
+    pub lingering_timeout: Duration,
+    pub lingering_bytes: u64,
     /// The shutdown deadlines, kept by the worker itself when its
     /// supervisor is gone.
     pub drain_timeout: Duration,
@@ -135,6 +139,9 @@ impl Settings {
             max_connections: config.max_connections.get(),
             max_connections_total: config.max_connections_total,
             tls_handshake_timeout: config.tls_handshake_timeout(),
+            lingering_time: config.lingering_time,
+            lingering_timeout: config.lingering_timeout,
+            lingering_bytes: config.lingering_bytes,
             drain_timeout: config.drain_timeout,
             force_timeout: config.force_timeout,
         }
@@ -308,6 +315,8 @@ pub(crate) struct Ctx<H> {
     pub draining: Cell<bool>,
     /// The driver this worker runs on.
     pub driver: Driver,
+    /// Read buffers for this worker's connections.
+    pub pool: conn::Pool,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -359,6 +368,7 @@ async fn lifecycle<F: HandlerFactory>(
         registry: Rc::new(Registry::new(init.budget.clone())),
         draining: Cell::new(false),
         driver,
+        pool: conn::Pool::default(),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

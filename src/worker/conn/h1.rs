@@ -1,0 +1,434 @@
+//! The HTTP/1.1 connection: its state, the request loop, the idle wait.
+//!
+//! One task per connection, on the worker's runtime. The loop crosses into
+//! the kernel as rarely as possible and holds memory only while it works:
+//! 1. Take every complete request in the read buffer (pipelining), answer
+//!    each through `dispatch`, and queue the responses in the sender
+//!    (`output`) until its budget is reached.
+//! 2. Write the queue: one vectored write for the in-memory responses,
+//!    sendfile for file ranges.
+//! 3. Close (an error, `Connection: close`, HTTP/1.0's default, a drain),
+//!    lingering (`linger`) when the client may still be sending; or go on
+//!    taking buffered requests while the budget stopped us; or read more.
+//! 4. Read. A connection in the middle of a request reads into its buffer.
+//!    An idle keep-alive connection gives its buffers back: on io_uring it
+//!    reads with a pooled buffer for a short grace (a busy client's next
+//!    request comes within it, at the cost of one read), then hands the
+//!    buffer back and waits for readiness holding nothing; on epoll it always
+//!    waits for readiness first. The decision and its measurements are in
+//!    docs/decisions/0001-idle-reads.md.
+//!
+//! A request body is skipped, never parsed as a request (`http::body`), up to
+//! `MAX_DISCARD_BYTES`; beyond it the request is refused (413).
+
+use std::cell::RefMut;
+use std::io;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, CancelableAsyncReadRent, Canceller};
+use monoio::net::TcpStream;
+
+use super::super::registry::Registration;
+use super::super::{Ctx, Driver};
+use super::dispatch;
+use super::linger::{linger, Linger};
+use super::output::Output;
+use super::pool::{Pool, READ_BUF_BYTES};
+use super::transport::Transport;
+use crate::app::Handler;
+use crate::http::body::{Framing, Remaining};
+use crate::http::date::DateCache;
+use crate::http::error::{on_error, Refusal};
+use crate::http::{self, Method, Persistence, Response, Version};
+use crate::telemetry::WorkerStats;
+
+/// Largest declared body we read and throw away on a method that takes none;
+/// beyond it the request is refused (413) and the connection closed.
+pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
+
+/// How long an idle keep-alive connection on io_uring keeps a read (and its
+/// buffer) in flight before giving the buffer back and waiting for
+/// readiness. A closed-loop client's next request arrives within tens of
+/// microseconds; a browser's idle connection waits seconds. 10 ms keeps the
+/// busy path at one read per request and idle connections bufferless.
+const IDLE_GRACE: Duration = Duration::from_millis(10);
+
+/// Decrements the open-connection gauge when the task ends.
+struct OpenGauge<'a>(&'a WorkerStats);
+
+impl Drop for OpenGauge<'_> {
+    fn drop(&mut self) {
+        WorkerStats::sub(&self.0.connections_open, 1);
+    }
+}
+
+/// Serve one accepted connection. `registration` (made by the accept loop,
+/// so the connection cap counts it at once) is dropped before the stream, so
+/// the entry leaves the registry before the fd closes.
+pub(crate) async fn serve<H: Handler, S: Transport>(
+    stream: S,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+) {
+    WorkerStats::add(&ctx.stats.connections_open, 1);
+    let _gauge = OpenGauge(&ctx.stats);
+    let mut conn = Conn {
+        ctx: &ctx,
+        stream,
+        input: Input::default(),
+        output: Output::default(),
+        served_any: false,
+        head_started: Instant::now(),
+    };
+    conn.run(&registration).await;
+    drop(registration);
+    conn.input.release(&ctx.pool);
+}
+
+/// Received bytes not yet taken, and the body bytes still to skip.
+#[derive(Debug, Default)]
+struct Input {
+    /// `buf[start..]` is unread. `None` while the connection idles.
+    buf: Option<Vec<u8>>,
+    start: usize,
+    /// Body bytes of the last request still to skip.
+    body: Remaining,
+}
+
+impl Input {
+    /// Bytes received and not yet taken.
+    fn pending(&self) -> &[u8] {
+        self.buf.as_deref().map_or(&[], |b| &b[self.start..])
+    }
+
+    /// Whether the client is mid-request: bytes buffered, or a body to skip.
+    fn busy(&self) -> bool {
+        !self.pending().is_empty() || !self.body.is_done()
+    }
+
+    /// Skip whatever body bytes are buffered.
+    fn skip_body(&mut self) {
+        let n = self.body.consume(self.pending().len());
+        self.start += n;
+    }
+
+    /// Give the buffer back to the pool (the connection idles or ends).
+    fn release(&mut self, pool: &Pool) {
+        if let Some(b) = self.buf.take() {
+            pool.give(b);
+        }
+        self.start = 0;
+    }
+
+    /// The buffer, ready for a read after its unread bytes: taken from the
+    /// pool if none is held, unread bytes moved to the front, grown (up to
+    /// the head limit, which the parser enforces) when a partial head fills it.
+    fn prepare(&mut self, pool: &Pool, max_head: usize) -> Vec<u8> {
+        let mut buf = self.buf.take().unwrap_or_else(|| pool.take());
+        if self.start > 0 {
+            buf.drain(..self.start);
+            self.start = 0;
+        }
+        if buf.len() == buf.capacity() {
+            let cap = (buf.capacity() * 2).min(max_head + READ_BUF_BYTES);
+            buf.reserve_exact(cap.saturating_sub(buf.len()).max(READ_BUF_BYTES));
+        }
+        buf
+    }
+}
+
+/// What taking requests from the buffer ended on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// No complete request left: read more.
+    NeedInput,
+    /// The sender's budget is reached; complete requests may remain.
+    Full,
+    /// Close once the queue is written; `linger` when the client may still
+    /// be sending (unread input, an unfinished body, a refused request).
+    Close { linger: bool },
+}
+
+/// How a read ended, when it did not bring bytes.
+enum Stop {
+    /// EOF, a reset, a drain's shutdown, or a timeout: close quietly.
+    Quiet,
+}
+
+/// One HTTP/1.1 connection.
+struct Conn<'c, H, S> {
+    ctx: &'c Ctx<H>,
+    stream: S,
+    input: Input,
+    output: Output,
+    /// Whether any request was answered (the wait is then keep-alive).
+    served_any: bool,
+    /// When the current request's first bytes arrived (header timeout).
+    head_started: Instant,
+}
+
+impl<H: Handler, S: Transport> Conn<'_, H, S> {
+    async fn run(&mut self, registration: &Registration) {
+        let settings = self.ctx.settings;
+        loop {
+            // 1. Answer what is complete in the buffer.
+            let taken = self.take_requests();
+            // 2. Write it.
+            if !self.output.is_empty()
+                && self
+                    .output
+                    .flush(&mut self.stream, settings.send_timeout)
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+            // 3. Decide.
+            match taken {
+                Taken::Close { linger } => return self.close(registration, linger).await,
+                Taken::Full => continue,
+                Taken::NeedInput => {}
+            }
+            if !self.input.busy() && self.ctx.draining.get() {
+                return self.close(registration, false).await;
+            }
+            // 4. Read more.
+            if let Err(Stop::Quiet) = self.read(registration).await {
+                return self.close(registration, false).await;
+            }
+        }
+    }
+
+    /// Take and answer every complete request buffered, until the input
+    /// runs out, the sender is full, or the connection must close.
+    fn take_requests(&mut self) -> Taken {
+        let ctx = self.ctx;
+        loop {
+            self.input.skip_body();
+            if !self.input.body.is_done() || self.input.pending().is_empty() {
+                return Taken::NeedInput;
+            }
+            if self.output.full() {
+                return Taken::Full;
+            }
+            let (refusal, consumed, persistence, body) = {
+                let Some(buf) = self.input.buf.as_deref() else {
+                    return Taken::NeedInput;
+                };
+                let pending = &buf[self.input.start..];
+                match http::parse(pending, &ctx.settings.limits) {
+                    Ok(None) => return Taken::NeedInput,
+                    Err(e) => (
+                        Some(Refusal::Parse(e)),
+                        0,
+                        Persistence::Close,
+                        Remaining::default(),
+                    ),
+                    Ok(Some((head, consumed))) => match Framing::of(&head, MAX_DISCARD_BYTES) {
+                        Err(e) => (
+                            Some(Refusal::Parse(e)),
+                            consumed,
+                            Persistence::Close,
+                            Remaining::default(),
+                        ),
+                        Ok(framing) => {
+                            let persistence = persistence(ctx, head.keep_alive, head.version);
+                            let resp = dispatch::respond(ctx, &head);
+                            let include_body = head.method != Method::Head;
+                            push(ctx, &mut self.output, &resp, persistence, include_body);
+                            (None, consumed, persistence, framing.remaining())
+                        }
+                    },
+                }
+            };
+            if let Some(refusal) = refusal {
+                push(
+                    ctx,
+                    &mut self.output,
+                    &on_error(&refusal),
+                    Persistence::Close,
+                    true,
+                );
+                return Taken::Close { linger: true };
+            }
+            self.served_any = true;
+            self.input.start += consumed;
+            self.input.body = body;
+            if persistence == Persistence::Close {
+                self.input.skip_body();
+                return Taken::Close {
+                    linger: self.input.busy(),
+                };
+            }
+        }
+    }
+
+    /// Read more bytes into the input. Idle connections hold no buffer
+    /// while they wait (see the module doc).
+    async fn read(&mut self, registration: &Registration) -> Result<(), Stop> {
+        let settings = self.ctx.settings;
+        let pool = &self.ctx.pool;
+        let idle = !self.input.busy();
+        let wait = if idle && self.served_any {
+            settings.keepalive_timeout
+        } else {
+            match settings
+                .header_timeout
+                .checked_sub(self.head_started.elapsed())
+            {
+                Some(left) if !left.is_zero() => left,
+                _ => return Err(Stop::Quiet),
+            }
+        };
+        let got = if idle {
+            self.input.release(pool);
+            self.output.release();
+            registration.set_idle(true);
+            let got = match (self.ctx.driver, self.stream.tcp()) {
+                (Driver::IoUring, Some(tcp)) => read_idle_uring(tcp, pool, wait).await,
+                (Driver::Epoll, Some(tcp)) => read_idle_ready(tcp, pool, wait).await,
+                (_, None) => read_timed(&mut self.stream, pool.take(), wait).await,
+            };
+            registration.set_idle(false);
+            self.head_started = Instant::now();
+            got
+        } else {
+            let buf = self.input.prepare(pool, settings.limits.max_head_bytes);
+            read_timed(&mut self.stream, buf, wait).await
+        };
+        match got {
+            Read::Data(buf) => {
+                self.input.buf = Some(buf);
+                Ok(())
+            }
+            Read::Closed(buf) => {
+                if let Some(b) = buf {
+                    pool.give(b);
+                }
+                Err(Stop::Quiet)
+            }
+        }
+    }
+
+    /// End the connection: lingering when the client may still be sending,
+    /// else with close_notify on TLS and a plain close on TCP.
+    async fn close(&mut self, registration: &Registration, lingering: bool) {
+        let settings = self.ctx.settings;
+        registration.set_idle(true);
+        if lingering {
+            let buf = self
+                .input
+                .buf
+                .take()
+                .unwrap_or_else(|| self.ctx.pool.take());
+            self.input.start = 0;
+            let bounds = Linger {
+                time: settings.lingering_time,
+                timeout: settings.lingering_timeout,
+                bytes: settings.lingering_bytes,
+            };
+            let (buf, end) = linger(&mut self.stream, buf, bounds).await;
+            tracing::trace!(?end, "lingering close ended");
+            self.ctx.pool.give(buf);
+        } else if S::ENCRYPTS {
+            let _ = monoio::time::timeout(settings.send_timeout, self.stream.shutdown()).await;
+        }
+    }
+}
+
+/// How the `Connection` field of a response reads, and whether the
+/// connection stays open after it (RFC 9112 §9.3).
+fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persistence {
+    if !keep_alive || ctx.draining.get() {
+        Persistence::Close
+    } else if version == Version::Http10 {
+        Persistence::KeepAlive
+    } else {
+        Persistence::Default
+    }
+}
+
+/// Queue a response and count it.
+fn push<H>(
+    ctx: &Ctx<H>,
+    output: &mut Output,
+    resp: &Response,
+    persistence: Persistence,
+    include_body: bool,
+) {
+    WorkerStats::add(&ctx.stats.responses[resp.status.class().min(5)], 1);
+    let mut date: RefMut<'_, DateCache> = ctx.date.borrow_mut();
+    output.push(resp, date.now(), persistence, include_body);
+}
+
+/// A read's outcome.
+enum Read {
+    /// Bytes arrived; the buffer holds them after what it held before.
+    Data(Vec<u8>),
+    /// EOF, an error or a timeout; the buffer back when the read returned it.
+    Closed(Option<Vec<u8>>),
+}
+
+/// One read after the bytes `buf` holds, within `wait`.
+async fn read_timed<S: AsyncReadRent>(stream: &mut S, buf: Vec<u8>, wait: Duration) -> Read {
+    let len = buf.len();
+    match monoio::time::timeout(wait, stream.read(buf.slice_mut(len..))).await {
+        // The read is cancelled with its buffer; it is freed, not pooled.
+        Err(_) => Read::Closed(None),
+        Ok((res, slice)) => settle(res, slice.into_inner()),
+    }
+}
+
+fn settle(res: io::Result<usize>, buf: Vec<u8>) -> Read {
+    match res {
+        Ok(n) if n > 0 => Read::Data(buf),
+        // The client closed (or a drain shut our read side), or an error.
+        Ok(_) | Err(_) => Read::Closed(Some(buf)),
+    }
+}
+
+/// Idle wait on io_uring: a read with a pooled buffer for [`IDLE_GRACE`];
+/// if nothing came, cancel it (getting the buffer back), return the buffer
+/// and wait for readiness with nothing held, then read into a fresh one.
+async fn read_idle_uring(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
+    let grace = IDLE_GRACE.min(wait);
+    let canceller = Canceller::new();
+    {
+        let buf = pool.take();
+        let cap = buf.capacity();
+        let mut read =
+            std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
+        let early = monoio::select! {
+            r = &mut read => Some(r),
+            _ = monoio::time::sleep(grace) => None,
+        };
+        let (res, slice) = match early {
+            Some(r) => r,
+            None => {
+                let _ = canceller.cancel();
+                read.await
+            }
+        };
+        let buf = slice.into_inner();
+        match res {
+            Ok(n) if n > 0 => return Read::Data(buf),
+            Ok(_) => return Read::Closed(Some(buf)),
+            // Cancelled by us: the connection simply idles on.
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => pool.give(buf),
+            Err(_) => return Read::Closed(Some(buf)),
+        }
+    }
+    read_idle_ready(tcp, pool, wait.saturating_sub(grace)).await
+}
+
+/// Idle wait holding no buffer: readiness first, then a pooled buffer and
+/// one read (which finds the bytes already there).
+async fn read_idle_ready(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
+    match monoio::time::timeout(wait, tcp.readable(true)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) | Err(_) => return Read::Closed(None),
+    }
+    read_timed(tcp, pool.take(), wait).await
+}

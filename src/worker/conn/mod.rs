@@ -1,0 +1,36 @@
+//! The connection layer: from an accepted socket to written responses.
+//!
+//! Owns: transports (plain TCP, TLS and its handshake), the HTTP/1.1
+//! connection state and loop, the protocol-neutral dispatch to the handler,
+//! the sender that writes heads, in-memory bodies and file ranges, the
+//! worker's read-buffer pool, and lingering close. Does not own parsing or
+//! response encoding (the I/O-free `http` core), what a request means
+//! (`app::Handler`), nor accepting and draining (the worker).
+//!
+//! Modules, in the order a request meets them (hyper's proto/h1 split):
+//! 1. `transport`: the stream a connection runs over; TLS handshakes.
+//! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
+//!    buffers, taking pipelined requests within the sender's budget.
+//! 3. `dispatch`: request head → handler → response; OPTIONS and 405.
+//! 4. `output`: the sender: queued heads, `Bytes` bodies and file ranges,
+//!    written by one vectored write per batch and sendfile.
+//! 5. `linger`: the bounded half-close after an error or a close.
+//! 6. `pool`: read buffers shared by a worker's connections.
+//!
+//! Memory per connection is bounded whatever the client does: the read
+//! buffer grows only for a head still arriving (up to the head limit), the
+//! sender holds at most its budget before the next write, reading stops while
+//! the queue is written, and an idle connection holds no buffer at all.
+//!
+//! [`h1`'s `Conn`]: h1
+
+mod dispatch;
+mod h1;
+mod linger;
+mod output;
+mod pool;
+mod transport;
+
+pub(crate) use h1::serve;
+pub(crate) use pool::Pool;
+pub(crate) use transport::serve_tls;

@@ -1,0 +1,380 @@
+//! The sender: a connection's queued responses and how they reach the socket.
+//!
+//! Owns heads, in-memory bodies and file ranges between "answered" and
+//! "written". Nothing is copied on the way out of a plain connection:
+//! 1. `push` formats the head into the connection's head buffer and queues
+//!    it as a frozen slice of that buffer, then queues the body as it came
+//!    from the handler: a cached body is the cache's own `Bytes` (a refcount,
+//!    not a copy), a large file is a range of its fd.
+//! 2. `flush` writes each run of in-memory pieces with one vectored write
+//!    (`writev`), so a pipelined batch of small responses still leaves in
+//!    one write, and each file range by `sendfile(2)` with explicit offsets
+//!    while the socket is corked (nginx's `tcp_nopush`): the head rides in
+//!    the body's first full segment.
+//! 3. TLS must encrypt, so there the in-memory run is gathered into one
+//!    plaintext staging copy per write (rustls copies it into records anyway;
+//!    one record per piece would cost a syscall each) and file ranges are
+//!    read through a bounded chunk.
+//!
+//! Bounds: the caller stops taking pipelined requests once [`Output::full`]
+//! says the queue holds [`OUTPUT_BUDGET_BYTES`] or [`MAX_QUEUED`] responses,
+//! and flushes before reading again, so what one connection holds is the
+//! budget, whatever the client pipelines. The head buffer is dropped when
+//! the connection goes idle ([`Output::release`]).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use monoio::io::{AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::transport::Transport;
+use crate::http::response::write_head;
+use crate::http::{Body, FileRange, Part, Persistence, Response};
+use crate::sys::iovec::IoSlices;
+use crate::sys::sendfile;
+
+/// Queued response bytes (heads and in-memory bodies) past which no more
+/// pipelined requests are taken until the queue is written. Large enough that
+/// a pipelined batch of small responses leaves in one write; small enough
+/// that bodies made per request (listings, app bodies) cannot pile up.
+pub(crate) const OUTPUT_BUDGET_BYTES: usize = 64 * 1024;
+/// Most responses queued at once, whatever their size (a batch of 304s is
+/// all heads): bounds the queue and the iovec array of one write.
+pub(crate) const MAX_QUEUED: usize = 64;
+/// Head buffer capacity: room for the heads of a pipelined batch.
+const HEAD_BUF_BYTES: usize = 4 * 1024;
+/// Chunk of a file body read per write where sendfile cannot be used (TLS,
+/// file systems without it).
+const FILE_CHUNK_BYTES: usize = 64 * 1024;
+/// Most bytes asked of one sendfile call: large enough to amortise the call,
+/// small enough that one connection cannot monopolise the worker.
+const SENDFILE_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// One queued piece of output.
+#[derive(Debug)]
+enum Chunk {
+    /// A head, or an in-memory body, written from where it lives.
+    Mem(Bytes),
+    /// A file range, sent zero-copy where the transport allows.
+    File(FileRange),
+}
+
+/// A connection's unsent responses, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Output {
+    /// Heads are formatted here and split off frozen; the allocation is
+    /// reused once every split of it has been written and dropped.
+    heads: BytesMut,
+    queue: Vec<Chunk>,
+    /// In-memory bytes queued (heads and bodies).
+    mem_bytes: usize,
+    /// Responses queued.
+    responses: usize,
+}
+
+impl Output {
+    /// Queue `resp`: its head (with `Date` and `Connection`), then its body
+    /// unless `include_body` is false (HEAD).
+    pub(crate) fn push(
+        &mut self,
+        resp: &Response,
+        date: &[u8],
+        persistence: Persistence,
+        include_body: bool,
+    ) {
+        if self.heads.capacity() - self.heads.len() < 512 {
+            self.heads.reserve(HEAD_BUF_BYTES);
+        }
+        write_head(&mut self.heads, resp, date, persistence);
+        let head = self.heads.split().freeze();
+        self.push_mem(head);
+        self.responses += 1;
+        if !include_body {
+            return;
+        }
+        match &resp.body {
+            Body::Empty => {}
+            Body::Bytes(b) => self.push_mem(b.clone()),
+            Body::File(f) => self.queue.push(Chunk::File(f.clone())),
+            Body::Parts(parts) => {
+                for part in parts {
+                    match part {
+                        Part::Bytes(b) => self.push_mem(b.clone()),
+                        Part::File(f) => self.queue.push(Chunk::File(f.clone())),
+                    }
+                }
+            }
+        }
+    }
+
+    fn push_mem(&mut self, b: Bytes) {
+        if b.is_empty() {
+            return;
+        }
+        self.mem_bytes += b.len();
+        self.queue.push(Chunk::Mem(b));
+    }
+
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether the queue is at its budget: take no more requests until it
+    /// is flushed. A queued file range counts as full: it is written before
+    /// the next request is parsed, as it may take long.
+    pub(crate) fn full(&self) -> bool {
+        self.mem_bytes >= OUTPUT_BUDGET_BYTES
+            || self.responses >= MAX_QUEUED
+            || self.queue.iter().any(|c| matches!(c, Chunk::File(_)))
+    }
+
+    /// Drop the head buffer (the connection is going idle).
+    pub(crate) fn release(&mut self) {
+        debug_assert!(self.queue.is_empty());
+        self.heads = BytesMut::new();
+    }
+
+    /// Write everything queued, each write bounded by `send_timeout`. On
+    /// error the queue is dropped and the connection must close: a promised
+    /// Content-Length can no longer be honoured.
+    pub(crate) async fn flush<S: Transport>(
+        &mut self,
+        stream: &mut S,
+        send_timeout: Duration,
+    ) -> io::Result<()> {
+        let queue = std::mem::take(&mut self.queue);
+        self.mem_bytes = 0;
+        self.responses = 0;
+        let has_file = queue.iter().any(|c| matches!(c, Chunk::File(_)));
+        // Like nginx's tcp_nopush: hold partial segments while heads and
+        // files go out, so the body leaves in full segments.
+        let corked = has_file
+            && match stream.tcp() {
+                Some(tcp) => sendfile::set_cork(tcp.as_raw_fd(), true).is_ok(),
+                None => false,
+            };
+        let result = write_queue(stream, queue, send_timeout).await;
+        if corked {
+            // Uncorking pushes out the last partial segment.
+            if let Some(tcp) = stream.tcp() {
+                let _ = sendfile::set_cork(tcp.as_raw_fd(), false);
+            }
+        }
+        result
+    }
+}
+
+async fn write_queue<S: Transport>(
+    stream: &mut S,
+    queue: Vec<Chunk>,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    let mut run: Vec<Bytes> = Vec::new();
+    for chunk in queue {
+        match chunk {
+            Chunk::Mem(b) => run.push(b),
+            Chunk::File(f) => {
+                if !run.is_empty() {
+                    write_run(stream, std::mem::take(&mut run), send_timeout).await?;
+                }
+                match stream.tcp() {
+                    Some(tcp) => send_file(tcp, &f, send_timeout).await?,
+                    None => send_buffered(stream, &f, send_timeout).await?,
+                }
+            }
+        }
+    }
+    if !run.is_empty() {
+        write_run(stream, run, send_timeout).await?;
+    }
+    Ok(())
+}
+
+/// Write a run of in-memory pieces: one vectored write from the pieces
+/// themselves on plain TCP; one staged plaintext write over TLS.
+async fn write_run<S: Transport>(
+    stream: &mut S,
+    run: Vec<Bytes>,
+    limit: Duration,
+) -> io::Result<()> {
+    if S::ENCRYPTS {
+        let total = run.iter().map(Bytes::len).sum();
+        let mut staged = Vec::with_capacity(total);
+        for b in &run {
+            staged.extend_from_slice(b);
+        }
+        return timed(limit, stream.write_all(staged)).await;
+    }
+    let slices = IoSlices::new(run);
+    if slices.is_empty() {
+        return Ok(());
+    }
+    timed(limit, stream.write_vectored_all(slices)).await
+}
+
+/// Run one write, giving up after `limit` (nginx's `send_timeout`): a client
+/// that stops reading cannot hold the connection forever. On timeout the
+/// buffer stays with the cancelled write and is freed with it.
+async fn timed<T>(
+    limit: Duration,
+    write: impl std::future::Future<Output = monoio::BufResult<usize, T>>,
+) -> io::Result<()> {
+    match monoio::time::timeout(limit, write).await {
+        Ok((res, _)) => res.map(|_| ()),
+        Err(_) => Err(io::Error::from(io::ErrorKind::TimedOut)),
+    }
+}
+
+/// Send a file range: sendfile(2) with an explicit offset (zero-copy), the
+/// socket non-blocking meanwhile so a slow reader parks this task, not the
+/// worker. Falls back to buffered reads where sendfile is refused.
+async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) -> io::Result<()> {
+    let fd = stream.as_raw_fd();
+    let was_nonblocking = sendfile::set_nonblocking(fd, true)?;
+    let mut offset = file.offset;
+    let end = file.offset + file.len;
+    let mut result = Ok(());
+    while offset < end {
+        let want = ((end - offset) as usize).min(SENDFILE_CHUNK_BYTES);
+        match sendfile::sendfile_at(fd, file.file.as_fd(), &mut offset, want) {
+            Ok(0) => {
+                result = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                match monoio::time::timeout(limit, stream.writable(false)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        result = Err(e);
+                        break;
+                    }
+                    Err(_) => {
+                        result = Err(io::Error::from(io::ErrorKind::TimedOut));
+                        break;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
+                // This file system cannot sendfile: copy through a buffer.
+                sendfile::set_nonblocking(fd, was_nonblocking)?;
+                let rest = FileRange {
+                    file: file.file.clone(),
+                    offset,
+                    len: end - offset,
+                };
+                return send_buffered(stream, &rest, limit).await;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = sendfile::set_nonblocking(fd, was_nonblocking) {
+        result = result.and(Err(e));
+    }
+    result
+}
+
+/// Send a file range through one bounded buffer: pread a chunk, write it,
+/// repeat. The buffer lives only for this range.
+async fn send_buffered<S: AsyncWriteRent>(
+    stream: &mut S,
+    file: &FileRange,
+    limit: Duration,
+) -> io::Result<()> {
+    let mut offset = file.offset;
+    let end = file.offset + file.len;
+    let mut buf: Vec<u8> = Vec::new();
+    while offset < end {
+        let want = ((end - offset) as usize).min(FILE_CHUNK_BYTES);
+        buf.resize(want, 0);
+        let n = file.file.read_at(&mut buf[..want], offset)?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        buf.truncate(n);
+        offset += n as u64;
+        match monoio::time::timeout(limit, stream.write_all(buf)).await {
+            Ok((res, b)) => {
+                res?;
+                buf = b;
+            }
+            Err(_) => return Err(io::Error::from(io::ErrorKind::TimedOut)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::Status;
+
+    const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+    fn cached(len: usize) -> Response {
+        Response::new(Status::OK, Body::Bytes(Bytes::from(vec![b'x'; len])))
+    }
+
+    #[test]
+    fn a_cached_body_is_queued_not_copied() {
+        let resp = cached(1000);
+        let Body::Bytes(body) = &resp.body else {
+            unreachable!()
+        };
+        let mut out = Output::default();
+        out.push(&resp, DATE, Persistence::Default, true);
+        let Chunk::Mem(queued) = &out.queue[1] else {
+            panic!("body not queued as memory")
+        };
+        assert_eq!(queued.as_ptr(), body.as_ptr());
+    }
+
+    #[test]
+    fn head_requests_queue_only_the_head() {
+        let mut out = Output::default();
+        out.push(&cached(10), DATE, Persistence::Default, false);
+        assert_eq!(out.queue.len(), 1);
+    }
+
+    #[test]
+    fn the_budget_stops_a_pipelined_batch() {
+        let mut out = Output::default();
+        let mut n = 0;
+        while !out.full() {
+            out.push(&cached(16 * 1024), DATE, Persistence::Default, true);
+            n += 1;
+        }
+        assert_eq!(n, OUTPUT_BUDGET_BYTES / (16 * 1024));
+        let mut small = Output::default();
+        while !small.full() {
+            small.push(
+                &Response::new(Status::NOT_MODIFIED, Body::Empty),
+                DATE,
+                Persistence::Default,
+                true,
+            );
+        }
+        assert_eq!(small.responses, MAX_QUEUED);
+    }
+
+    #[test]
+    fn heads_of_a_batch_share_one_buffer() {
+        let mut out = Output::default();
+        out.push(&cached(1), DATE, Persistence::Default, true);
+        out.push(&cached(1), DATE, Persistence::Default, true);
+        let (Chunk::Mem(a), Chunk::Mem(b)) = (&out.queue[0], &out.queue[2]) else {
+            unreachable!()
+        };
+        // Adjacent splits of the same allocation.
+        assert_eq!(a.as_ptr().wrapping_add(a.len()), b.as_ptr());
+    }
+}

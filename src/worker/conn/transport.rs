@@ -1,0 +1,145 @@
+//! Transports: what a connection runs over (plain TCP, or TLS on TCP), and
+//! the TLS handshake that turns an accepted socket into the latter.
+//!
+//! The HTTP/1.1 loop is generic over [`Transport`]; the sender asks it
+//! whether the socket is reachable for zero-copy file bodies (`tcp`) and
+//! whether bytes are encrypted in user space (`ENCRYPTS`).
+
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::super::registry::Registration;
+use super::super::Ctx;
+use crate::app::Handler;
+use crate::telemetry::WorkerStats;
+
+/// What a connection runs over: plain TCP, or TLS on TCP.
+pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
+    /// The socket itself, when response bytes go to it unchanged (so file
+    /// bodies can be sent zero-copy); `None` for TLS, which must encrypt.
+    fn tcp(&mut self) -> Option<&mut TcpStream>;
+    /// Bytes are encrypted in user space (TLS): in-memory pieces are staged
+    /// into one plaintext write, and closing first says so in-protocol
+    /// (close_notify, RFC 8446 §6.1).
+    const ENCRYPTS: bool;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+    const ENCRYPTS: bool = false;
+}
+
+impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        None
+    }
+    const ENCRYPTS: bool = true;
+}
+
+/// A connection on a TLS listener: handshake (bounded by the handshake
+/// timeout), then the same loop as plain connections. A client speaking
+/// plain HTTP to the TLS port fails the handshake on its first byte; it is
+/// counted and closed without an error log.
+pub(crate) async fn serve_tls<H: Handler>(
+    stream: TcpStream,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+    config: Arc<rustls::ServerConfig>,
+) {
+    let limit = ctx.settings.tls_handshake_timeout;
+    // Mid-handshake is not idle: a drain must let it finish (its request
+    // then gets `Connection: close`) rather than cut the client's hello.
+    registration.set_idle(false);
+    match monoio::time::timeout(limit, handshake(stream, config)).await {
+        Ok(Ok((tcp, session))) => {
+            WorkerStats::add(&ctx.stats.tls_handshakes, 1);
+            if session.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                WorkerStats::add(&ctx.stats.tls_resumed, 1);
+            }
+            // rustls holds any bytes read past the handshake itself, so the
+            // stream starts with empty buffers and loses nothing.
+            let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
+            super::h1::serve(tls, registration, ctx).await
+        }
+        Ok(Err(Handshake::Plaintext)) => {
+            WorkerStats::add(&ctx.stats.tls_plaintext, 1);
+            tracing::debug!("plain HTTP on a TLS listener; closed");
+        }
+        Ok(Err(e)) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!(error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!("TLS handshake timed out");
+        }
+    }
+}
+
+/// Why a handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum Handshake {
+    /// The first record was not TLS (`GET /...`).
+    #[error("not TLS (plain HTTP?)")]
+    Plaintext,
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+    #[error("I/O: {0}")]
+    Io(io::Error),
+}
+
+/// Run the server side of a TLS handshake over `tcp`. Done here rather than
+/// by monoio-rustls's acceptor so the session (resumption, and later kTLS
+/// secrets) is in hand before the stream wraps it.
+async fn handshake(
+    mut tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+) -> Result<(TcpStream, rustls::ServerConnection), Handshake> {
+    let mut session = rustls::ServerConnection::new(config).map_err(Handshake::Tls)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(TLS_READ_BYTES);
+    loop {
+        while session.wants_write() {
+            let mut out = Vec::new();
+            session.write_tls(&mut out).map_err(Handshake::Io)?;
+            let (res, _) = tcp.write_all(out).await;
+            res.map_err(Handshake::Io)?;
+        }
+        if !session.is_handshaking() {
+            return Ok((tcp, session));
+        }
+        buf.clear();
+        let (res, b) = tcp.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) => return Err(Handshake::Io(io::Error::from(io::ErrorKind::UnexpectedEof))),
+            Ok(_) => {}
+            Err(e) => return Err(Handshake::Io(e)),
+        }
+        let mut input = &buf[..];
+        while !input.is_empty() {
+            session.read_tls(&mut input).map_err(Handshake::Io)?;
+            if let Err(e) = session.process_new_packets() {
+                // Tell the peer why (an alert), unless it is not TLS at all.
+                if matches!(
+                    e,
+                    rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+                ) {
+                    return Err(Handshake::Plaintext);
+                }
+                let mut out = Vec::new();
+                let _ = session.write_tls(&mut out);
+                let _ = tcp.write_all(out).await;
+                return Err(Handshake::Tls(e));
+            }
+        }
+    }
+}
+
+/// Read size during the handshake: one full TLS record.
+const TLS_READ_BYTES: usize = 16 * 1024 + 256;
