@@ -84,7 +84,7 @@ mod tests {
         let s = IoSlices::new(vec![a.clone(), Bytes::new(), b.clone()]);
         assert_eq!(s.len(), a.len() + b.len());
         assert_eq!(s.read_iovec_len(), 2);
-        // SAFETY (test): two iovecs were just counted.
+        // SAFETY: two iovecs were just counted, and `s` outlives the slice.
         let iov = unsafe { std::slice::from_raw_parts(s.read_iovec_ptr(), 2) };
         assert_eq!(iov[0].iov_base as *const u8, a.as_ptr());
         assert_eq!(iov[1].iov_len, 100);

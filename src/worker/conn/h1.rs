@@ -191,7 +191,10 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                 Taken::Full => continue,
                 Taken::NeedInput => {}
             }
-            if !self.input.busy() && self.ctx.draining.get() {
+            // Draining: a connection between requests is done; one that has
+            // not been answered yet (taken from the queue by the drain's
+            // sweep) gets its one answer, with `Connection: close`.
+            if !self.input.busy() && self.ctx.draining.get() && self.served_any {
                 return self.close(registration, false).await;
             }
             // 4. Read more.
