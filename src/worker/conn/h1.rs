@@ -427,9 +427,12 @@ async fn read_idle_uring(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Re
 }
 
 /// Idle wait holding no buffer: readiness first, then a pooled buffer and
-/// one read (which finds the bytes already there).
+/// one read (which finds the bytes already there). Not relaxed: on epoll the
+/// cached readiness of the last read may be stale, and a false "ready" would
+/// park the read, and its buffer, for the whole keep-alive wait; the strict
+/// check costs one poll(2) there (io_uring ignores the flag).
 async fn read_idle_ready(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
-    match monoio::time::timeout(wait, tcp.readable(true)).await {
+    match monoio::time::timeout(wait, tcp.readable(false)).await {
         Ok(Ok(())) => {}
         Ok(Err(_)) | Err(_) => return Read::Closed(None),
     }
