@@ -317,6 +317,9 @@ pub(crate) struct Ctx<H> {
     pub driver: Driver,
     /// Read buffers for this worker's connections.
     pub pool: conn::Pool,
+    /// The head arena: response heads of all this worker's connections are
+    /// formatted here and split off (see `conn::output`).
+    pub heads: RefCell<bytes::BytesMut>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -369,6 +372,7 @@ async fn lifecycle<F: HandlerFactory>(
         draining: Cell::new(false),
         driver,
         pool: conn::Pool::default(),
+        heads: RefCell::new(bytes::BytesMut::new()),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

@@ -11,12 +11,12 @@
 //!    lingering (`linger`) when the client may still be sending; or go on
 //!    taking buffered requests while the budget stopped us; or read more.
 //! 4. Read. A connection in the middle of a request reads into its buffer.
-//!    An idle keep-alive connection gives its buffers back: on io_uring it
-//!    reads with a pooled buffer for a short grace (a busy client's next
-//!    request comes within it, at the cost of one read), then hands the
-//!    buffer back and waits for readiness holding nothing; on epoll it always
-//!    waits for readiness first. The decision and its measurements are in
-//!    docs/decisions/0001-idle-reads.md.
+//!    An idle keep-alive connection gives its read buffer back and, after a
+//!    short grace (a busy client's next request comes within it: on
+//!    io_uring a read with a pooled buffer stays in flight meanwhile, so the
+//!    busy path costs one read per request), the rest of its storage too,
+//!    then waits for readiness holding nothing. The decision and its
+//!    measurements are in docs/decisions/0001-idle-reads.md.
 //!
 //! A request body is skipped, never parsed as a request (`http::body`), up to
 //! `MAX_DISCARD_BYTES`; beyond it the request is refused (413).
@@ -286,14 +286,8 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             }
         };
         let got = if idle {
-            self.input.release(pool);
-            self.output.release();
             registration.set_idle(true);
-            let got = match (self.ctx.driver, self.stream.tcp()) {
-                (Driver::IoUring, Some(tcp)) => read_idle_uring(tcp, pool, wait).await,
-                (Driver::Epoll, Some(tcp)) => read_idle_ready(tcp, pool, wait).await,
-                (_, None) => read_timed(&mut self.stream, pool.take(), wait).await,
-            };
+            let got = self.read_idle(wait).await;
             registration.set_idle(false);
             self.head_started = Instant::now();
             got
@@ -313,6 +307,30 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                 Err(Stop::Quiet)
             }
         }
+    }
+
+    /// Wait for the next request on an idle connection, for at most `wait`.
+    /// For [`IDLE_GRACE`] the connection keeps its queue and iovec storage
+    /// (and, on io_uring, a read in flight with a pooled buffer); past it,
+    /// everything goes back and it waits for readiness holding nothing.
+    /// TLS keeps a read in flight: rustls may hold decrypted bytes the
+    /// socket's readiness would not show.
+    async fn read_idle(&mut self, wait: Duration) -> Read {
+        let pool = &self.ctx.pool;
+        self.input.release(pool);
+        let grace = IDLE_GRACE.min(wait);
+        let Some(tcp) = self.stream.tcp() else {
+            return read_timed(&mut self.stream, pool.take(), wait).await;
+        };
+        let early = match self.ctx.driver {
+            Driver::IoUring => read_grace_uring(tcp, pool, grace).await,
+            Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
+        };
+        if let Some(read) = early {
+            return read;
+        }
+        self.output.release();
+        read_ready(tcp, pool, wait.saturating_sub(grace)).await
     }
 
     /// End the connection: lingering when the client may still be sending,
@@ -363,7 +381,8 @@ fn push<H>(
 ) {
     WorkerStats::add(&ctx.stats.responses[resp.status.class().min(5)], 1);
     let mut date: RefMut<'_, DateCache> = ctx.date.borrow_mut();
-    output.push(resp, date.now(), persistence, include_body);
+    let mut heads = ctx.heads.borrow_mut();
+    output.push(&mut heads, resp, date.now(), persistence, include_body);
 }
 
 /// A read's outcome.
@@ -392,49 +411,60 @@ fn settle(res: io::Result<usize>, buf: Vec<u8>) -> Read {
     }
 }
 
-/// Idle wait on io_uring: a read with a pooled buffer for [`IDLE_GRACE`];
-/// if nothing came, cancel it (getting the buffer back), return the buffer
-/// and wait for readiness with nothing held, then read into a fresh one.
-async fn read_idle_uring(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
-    let grace = IDLE_GRACE.min(wait);
+/// The grace of an idle wait on io_uring: a read with a pooled buffer for
+/// `grace`. `None` if nothing came: the read is cancelled (the buffer comes
+/// back with the cancellation) and the buffer returned to the pool.
+async fn read_grace_uring(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> Option<Read> {
     let canceller = Canceller::new();
-    {
-        let buf = pool.take();
-        let cap = buf.capacity();
-        let mut read =
-            std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
-        let early = monoio::select! {
-            r = &mut read => Some(r),
-            _ = monoio::time::sleep(grace) => None,
-        };
-        let (res, slice) = match early {
-            Some(r) => r,
-            None => {
-                let _ = canceller.cancel();
-                read.await
-            }
-        };
-        let buf = slice.into_inner();
-        match res {
-            Ok(n) if n > 0 => return Read::Data(buf),
-            Ok(_) => return Read::Closed(Some(buf)),
-            // Cancelled by us: the connection simply idles on.
-            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => pool.give(buf),
-            Err(_) => return Read::Closed(Some(buf)),
+    let buf = pool.take();
+    let cap = buf.capacity();
+    let mut read = std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
+    let early = monoio::select! {
+        r = &mut read => Some(r),
+        _ = monoio::time::sleep(grace) => None,
+    };
+    let (res, slice) = match early {
+        Some(r) => r,
+        None => {
+            let _ = canceller.cancel();
+            read.await
         }
+    };
+    let buf = slice.into_inner();
+    match res {
+        Ok(n) if n > 0 => Some(Read::Data(buf)),
+        // Cancelled by us: the connection idles on, holding nothing.
+        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+            pool.give(buf);
+            None
+        }
+        Ok(_) | Err(_) => Some(Read::Closed(Some(buf))),
     }
-    read_idle_ready(tcp, pool, wait.saturating_sub(grace)).await
 }
 
-/// Idle wait holding no buffer: readiness first, then a pooled buffer and
+/// The grace of an idle wait on epoll: readiness within `grace`, then one
+/// read with a pooled buffer; `None` if the client stayed silent.
+async fn read_grace_ready(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> Option<Read> {
+    match monoio::time::timeout(grace, tcp.readable(false)).await {
+        Err(_) => None,
+        Ok(Err(_)) => Some(Read::Closed(None)),
+        Ok(Ok(())) => Some(read_timed(tcp, pool.take(), grace.max(READY_READ_WAIT)).await),
+    }
+}
+
+/// Bound on the read that follows readiness (the bytes are already there;
+/// this only guards against a spurious wake-up).
+const READY_READ_WAIT: Duration = Duration::from_secs(1);
+
+/// An idle wait holding no buffer: readiness first, then a pooled buffer and
 /// one read (which finds the bytes already there). Not relaxed: on epoll the
 /// cached readiness of the last read may be stale, and a false "ready" would
 /// park the read, and its buffer, for the whole keep-alive wait; the strict
 /// check costs one poll(2) there (io_uring ignores the flag).
-async fn read_idle_ready(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
+async fn read_ready(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
     match monoio::time::timeout(wait, tcp.readable(false)).await {
         Ok(Ok(())) => {}
         Ok(Err(_)) | Err(_) => return Read::Closed(None),
     }
-    read_timed(tcp, pool.take(), wait).await
+    read_timed(tcp, pool.take(), wait.min(READY_READ_WAIT)).await
 }

@@ -2,10 +2,11 @@
 //!
 //! Owns heads, in-memory bodies and file ranges between "answered" and
 //! "written". Nothing is copied on the way out of a plain connection:
-//! 1. `push` formats the head into the connection's head buffer and queues
-//!    it as a frozen slice of that buffer, then queues the body as it came
-//!    from the handler: a cached body is the cache's own `Bytes` (a refcount,
-//!    not a copy), a large file is a range of its fd.
+//! 1. `push` formats the head into the worker's head arena (one `BytesMut`
+//!    all its connections share) and queues it as a frozen slice of it, then
+//!    queues the body as it came from the handler: a cached body is the
+//!    cache's own `Bytes` (a refcount, not a copy), a large file is a range
+//!    of its fd.
 //! 2. `flush` writes each run of in-memory pieces with one vectored write
 //!    (`writev`), so a pipelined batch of small responses still leaves in
 //!    one write, and each file range by `sendfile(2)` with explicit offsets
@@ -19,8 +20,11 @@
 //! Bounds: the caller stops taking pipelined requests once [`Output::full`]
 //! says the queue holds [`OUTPUT_BUDGET_BYTES`] or [`MAX_QUEUED`] responses,
 //! and flushes before reading again, so what one connection holds is the
-//! budget, whatever the client pipelines. The head buffer is dropped when
-//! the connection goes idle ([`Output::release`]).
+//! budget, whatever the client pipelines. A queued head keeps its arena chunk
+//! ([`HEAD_ARENA_BYTES`]) alive until written, so a stalled connection pins
+//! at most one chunk per queued head. The queue and the iovec arrays are
+//! reused from batch to batch (the hot path allocates nothing) and dropped
+//! when the connection goes idle ([`Output::release`]).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -45,8 +49,13 @@ pub(crate) const OUTPUT_BUDGET_BYTES: usize = 64 * 1024;
 /// Most responses queued at once, whatever their size (a batch of 304s is
 /// all heads): bounds the queue and the iovec array of one write.
 pub(crate) const MAX_QUEUED: usize = 64;
-/// Head buffer capacity: room for the heads of a pipelined batch.
-const HEAD_BUF_BYTES: usize = 4 * 1024;
+/// One chunk of a worker's head arena: the heads of some 40 responses. A
+/// new chunk is allocated when less than [`HEAD_ROOM_BYTES`] is left; the
+/// old one is freed when its last head has been written.
+pub(crate) const HEAD_ARENA_BYTES: usize = 8 * 1024;
+/// Room left in the arena below which a new chunk is taken first (a head
+/// with many fields may be longer: the arena then grows while formatting).
+const HEAD_ROOM_BYTES: usize = 1024;
 /// Chunk of a file body read per write where sendfile cannot be used (TLS,
 /// file systems without it).
 const FILE_CHUNK_BYTES: usize = 64 * 1024;
@@ -66,10 +75,10 @@ enum Chunk {
 /// A connection's unsent responses, in order.
 #[derive(Debug, Default)]
 pub(crate) struct Output {
-    /// Heads are formatted here and split off frozen; the allocation is
-    /// reused once every split of it has been written and dropped.
-    heads: BytesMut,
     queue: Vec<Chunk>,
+    /// The vectored-write description, kept between writes (`None` after a
+    /// write that timed out took it, or while idle).
+    slices: Option<IoSlices>,
     /// In-memory bytes queued (heads and bodies).
     mem_bytes: usize,
     /// Responses queued.
@@ -77,20 +86,23 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    /// Queue `resp`: its head (with `Date` and `Connection`), then its body
-    /// unless `include_body` is false (HEAD).
+    /// Queue `resp`: its head (with `Date` and `Connection`, formatted in
+    /// the worker's head arena `heads`), then its body unless `include_body`
+    /// is false (HEAD).
     pub(crate) fn push(
         &mut self,
+        heads: &mut BytesMut,
         resp: &Response,
         date: &[u8],
         persistence: Persistence,
         include_body: bool,
     ) {
-        if self.heads.capacity() - self.heads.len() < 512 {
-            self.heads.reserve(HEAD_BUF_BYTES);
+        if heads.capacity() - heads.len() < HEAD_ROOM_BYTES {
+            // Reclaims the chunk when every head cut from it is gone.
+            heads.reserve(HEAD_ARENA_BYTES);
         }
-        write_head(&mut self.heads, resp, date, persistence);
-        let head = self.heads.split().freeze();
+        write_head(heads, resp, date, persistence);
+        let head = heads.split().freeze();
         self.push_mem(head);
         self.responses += 1;
         if !include_body {
@@ -133,10 +145,11 @@ impl Output {
             || self.queue.iter().any(|c| matches!(c, Chunk::File(_)))
     }
 
-    /// Drop the head buffer (the connection is going idle).
+    /// Drop the queue's and the iovecs' storage (the connection idles).
     pub(crate) fn release(&mut self) {
         debug_assert!(self.queue.is_empty());
-        self.heads = BytesMut::new();
+        self.queue = Vec::new();
+        self.slices = None;
     }
 
     /// Write everything queued, each write bounded by `send_timeout`. On
@@ -147,10 +160,9 @@ impl Output {
         stream: &mut S,
         send_timeout: Duration,
     ) -> io::Result<()> {
-        let queue = std::mem::take(&mut self.queue);
         self.mem_bytes = 0;
         self.responses = 0;
-        let has_file = queue.iter().any(|c| matches!(c, Chunk::File(_)));
+        let has_file = self.queue.iter().any(|c| matches!(c, Chunk::File(_)));
         // Like nginx's tcp_nopush: hold partial segments while heads and
         // files go out, so the body leaves in full segments.
         let corked = has_file
@@ -158,7 +170,10 @@ impl Output {
                 Some(tcp) => sendfile::set_cork(tcp.as_raw_fd(), true).is_ok(),
                 None => false,
             };
-        let result = write_queue(stream, queue, send_timeout).await;
+        let mut slot = Slot(self.slices.take());
+        let result = write_queue(stream, &mut self.queue, &mut slot, send_timeout).await;
+        self.queue.clear();
+        self.slices = slot.0;
         if corked {
             // Uncorking pushes out the last partial segment.
             if let Some(tcp) = stream.tcp() {
@@ -171,17 +186,20 @@ impl Output {
 
 async fn write_queue<S: Transport>(
     stream: &mut S,
-    queue: Vec<Chunk>,
+    queue: &mut Vec<Chunk>,
+    slot: &mut Slot,
     send_timeout: Duration,
 ) -> io::Result<()> {
-    let mut run: Vec<Bytes> = Vec::new();
-    for chunk in queue {
+    for chunk in queue.drain(..) {
         match chunk {
-            Chunk::Mem(b) => run.push(b),
-            Chunk::File(f) => {
-                if !run.is_empty() {
-                    write_run(stream, std::mem::take(&mut run), send_timeout).await?;
+            Chunk::Mem(b) => {
+                if !slot.get().has_room() {
+                    write_run(stream, slot, send_timeout).await?;
                 }
+                slot.get().push(b);
+            }
+            Chunk::File(f) => {
+                write_run(stream, slot, send_timeout).await?;
                 match stream.tcp() {
                     Some(tcp) => send_file(tcp, &f, send_timeout).await?,
                     None => send_buffered(stream, &f, send_timeout).await?,
@@ -189,32 +207,55 @@ async fn write_queue<S: Transport>(
             }
         }
     }
-    if !run.is_empty() {
-        write_run(stream, run, send_timeout).await?;
-    }
-    Ok(())
+    write_run(stream, slot, send_timeout).await
 }
 
-/// Write a run of in-memory pieces: one vectored write from the pieces
-/// themselves on plain TCP; one staged plaintext write over TLS.
+/// The connection's `IoSlices` while a flush runs: lent to each write and
+/// given back, or lost with a write that timed out.
+#[derive(Debug, Default)]
+struct Slot(Option<IoSlices>);
+
+impl Slot {
+    fn get(&mut self) -> &mut IoSlices {
+        self.0.get_or_insert_with(IoSlices::default)
+    }
+}
+
+/// Write the run of in-memory pieces gathered in `slot`, then empty it: one
+/// vectored write from the pieces themselves on plain TCP (resumed after a
+/// partial write); one staged plaintext write over TLS.
 async fn write_run<S: Transport>(
     stream: &mut S,
-    run: Vec<Bytes>,
+    slot: &mut Slot,
     limit: Duration,
 ) -> io::Result<()> {
-    if S::ENCRYPTS {
-        let total = run.iter().map(Bytes::len).sum();
-        let mut staged = Vec::with_capacity(total);
-        for b in &run {
-            staged.extend_from_slice(b);
-        }
+    let Some(mut slices) = slot.0.take() else {
+        return Ok(());
+    };
+    if slices.remaining() > 0 && S::ENCRYPTS {
+        let staged = slices.gather();
+        slices.clear();
+        slot.0 = Some(slices);
         return timed(limit, stream.write_all(staged)).await;
     }
-    let slices = IoSlices::new(run);
-    if slices.is_empty() {
-        return Ok(());
+    while slices.remaining() > 0 {
+        match monoio::time::timeout(limit, stream.writev(slices)).await {
+            // The slices are freed with the cancelled write.
+            Err(_) => return Err(io::Error::from(io::ErrorKind::TimedOut)),
+            Ok((res, back)) => {
+                slices = back;
+                match res {
+                    Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                    Ok(n) => slices.advance(n),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
     }
-    timed(limit, stream.write_vectored_all(slices)).await
+    slices.clear();
+    slot.0 = Some(slices);
+    Ok(())
 }
 
 /// Run one write, giving up after `limit` (nginx's `send_timeout`): a client
@@ -331,7 +372,13 @@ mod tests {
             unreachable!()
         };
         let mut out = Output::default();
-        out.push(&resp, DATE, Persistence::Default, true);
+        out.push(
+            &mut BytesMut::new(),
+            &resp,
+            DATE,
+            Persistence::Default,
+            true,
+        );
         let Chunk::Mem(queued) = &out.queue[1] else {
             panic!("body not queued as memory")
         };
@@ -341,7 +388,13 @@ mod tests {
     #[test]
     fn head_requests_queue_only_the_head() {
         let mut out = Output::default();
-        out.push(&cached(10), DATE, Persistence::Default, false);
+        out.push(
+            &mut BytesMut::new(),
+            &cached(10),
+            DATE,
+            Persistence::Default,
+            false,
+        );
         assert_eq!(out.queue.len(), 1);
     }
 
@@ -350,13 +403,20 @@ mod tests {
         let mut out = Output::default();
         let mut n = 0;
         while !out.full() {
-            out.push(&cached(16 * 1024), DATE, Persistence::Default, true);
+            out.push(
+                &mut BytesMut::new(),
+                &cached(16 * 1024),
+                DATE,
+                Persistence::Default,
+                true,
+            );
             n += 1;
         }
         assert_eq!(n, OUTPUT_BUDGET_BYTES / (16 * 1024));
         let mut small = Output::default();
         while !small.full() {
             small.push(
+                &mut BytesMut::new(),
                 &Response::new(Status::NOT_MODIFIED, Body::Empty),
                 DATE,
                 Persistence::Default,
@@ -367,10 +427,11 @@ mod tests {
     }
 
     #[test]
-    fn heads_of_a_batch_share_one_buffer() {
+    fn heads_of_a_batch_share_one_arena_chunk() {
+        let mut arena = BytesMut::new();
         let mut out = Output::default();
-        out.push(&cached(1), DATE, Persistence::Default, true);
-        out.push(&cached(1), DATE, Persistence::Default, true);
+        out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
+        out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
         let (Chunk::Mem(a), Chunk::Mem(b)) = (&out.queue[0], &out.queue[2]) else {
             unreachable!()
         };
