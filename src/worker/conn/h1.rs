@@ -27,7 +27,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, CancelableAsyncReadRent, Canceller};
+use monoio::io::AsyncReadRent;
 use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
@@ -412,33 +412,16 @@ fn settle(res: io::Result<usize>, buf: Vec<u8>) -> Read {
 }
 
 /// The grace of an idle wait on io_uring: a read with a pooled buffer for
-/// `grace`. `None` if nothing came: the read is cancelled (the buffer comes
-/// back with the cancellation) and the buffer returned to the pool.
+/// `grace`. `None` if nothing came: the read is cancelled and its buffer is
+/// freed with it when the cancellation completes (once per idle period; a
+/// cancellable read that hands the buffer back costs an allocation and a
+/// guard on every request instead).
 async fn read_grace_uring(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> Option<Read> {
-    let canceller = Canceller::new();
     let buf = pool.take();
     let cap = buf.capacity();
-    let mut read = std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
-    let early = monoio::select! {
-        r = &mut read => Some(r),
-        _ = monoio::time::sleep(grace) => None,
-    };
-    let (res, slice) = match early {
-        Some(r) => r,
-        None => {
-            let _ = canceller.cancel();
-            read.await
-        }
-    };
-    let buf = slice.into_inner();
-    match res {
-        Ok(n) if n > 0 => Some(Read::Data(buf)),
-        // Cancelled by us: the connection idles on, holding nothing.
-        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
-            pool.give(buf);
-            None
-        }
-        Ok(_) | Err(_) => Some(Read::Closed(Some(buf))),
+    match monoio::time::timeout(grace, tcp.read(buf.slice_mut(0..cap))).await {
+        Err(_) => None,
+        Ok((res, slice)) => Some(settle(res, slice.into_inner())),
     }
 }
 
