@@ -389,6 +389,7 @@ async fn lifecycle<F: HandlerFactory>(
             tls,
         ));
     }
+    monoio::spawn(sweep_keepalive(ctx.clone()));
     life.enter(State::Running, None, None, 0);
     let ignore_drain = matches!(
         fault::for_worker(init.index),
@@ -473,6 +474,15 @@ async fn lifecycle<F: HandlerFactory>(
         }
     }
     Ok(cut)
+}
+
+/// The keep-alive timeout of parked connections (see `registry`): one
+/// sweep per interval for the worker's whole life.
+async fn sweep_keepalive<H>(ctx: Rc<Ctx<H>>) {
+    loop {
+        monoio::time::sleep(registry::SWEEP_INTERVAL).await;
+        ctx.registry.sweep();
+    }
 }
 
 async fn accept_loop<H: Handler>(

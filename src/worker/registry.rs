@@ -5,22 +5,45 @@
 //! drain future (a waker registration per request on the hot path), each
 //! connection registers its fd and whether it is idle (between requests);
 //! drain shuts down the read side of idle ones (their pending read completes
-//! with EOF) and force-close shuts down both sides of all of them. Everything
-//! here is single-threaded (`Rc`/`Cell`): one registry per worker thread.
+//! with EOF) and force-close shuts down both sides of all of them.
+//!
+//! The keep-alive timeout of a parked connection (idle past its grace,
+//! waiting for readiness with no buffer) is kept here too, as nginx keeps
+//! its timers in the event loop rather than in each connection: a parked
+//! connection records the sweep tick its wait ends at (its keep-alive or
+//! header timeout), and the worker's sweeper (`sweep`, every
+//! [`SWEEP_INTERVAL`]) shuts down the read side of those past it. A per-connection timer would be most of
+//! an idle connection's memory (monoio's `Sleep` is 640 bytes).
+//!
+//! Everything here is single-threaded (`Rc`/`Cell`): one registry per worker
+//! thread.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use slab::Slab;
 
 use crate::sys::socket::{shutdown_registered, Shutdown};
 
+/// How often the sweeper checks parked connections: the resolution of the
+/// keep-alive timeout for them (they are cut at most this much late).
+pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
+
 struct Entry {
     fd: RawFd,
-    idle: Rc<Cell<bool>>,
+    state: Rc<State>,
+}
+
+/// What the worker knows of one connection, shared with its task.
+#[derive(Default)]
+struct State {
+    idle: Cell<bool>,
+    /// The sweep tick at which its wait ends; 0 while not parked.
+    parked: Cell<u64>,
 }
 
 /// Open connections of one worker.
@@ -32,6 +55,8 @@ pub(crate) struct Registry {
     /// a unit is taken by the accept loop and given back when the
     /// connection's registration drops.
     pub(crate) budget: Option<std::sync::Arc<crate::sys::shm::SharedCounter>>,
+    /// Sweeps done so far (the clock of parked connections).
+    tick: Cell<u64>,
 }
 
 /// Held by a connection task; removes its entry on drop, before the stream
@@ -39,13 +64,30 @@ pub(crate) struct Registry {
 pub(crate) struct Registration {
     registry: Rc<Registry>,
     key: usize,
-    idle: Rc<Cell<bool>>,
+    state: Rc<State>,
 }
 
 impl Registration {
     /// Mark whether the connection waits for a new request with nothing buffered.
     pub(crate) fn set_idle(&self, idle: bool) {
-        self.idle.set(idle);
+        self.state.idle.set(idle);
+    }
+
+    /// Mark the connection parked (idle, no buffer, no timer of its own)
+    /// for at most `wait` (its keep-alive or header timeout): the sweeper
+    /// ends the wait once it is over. Also idle.
+    pub(crate) fn park(&self, wait: Duration) {
+        let ticks = wait.as_nanos().div_ceil(SWEEP_INTERVAL.as_nanos()) as u64;
+        self.state.idle.set(true);
+        self.state
+            .parked
+            .set(self.registry.tick.get().saturating_add(ticks.max(1)));
+    }
+
+    /// The connection woke (bytes, EOF, or a shutdown by the sweeper).
+    pub(crate) fn unpark(&self) {
+        self.state.idle.set(false);
+        self.state.parked.set(0);
     }
 }
 
@@ -65,20 +107,40 @@ impl Registry {
             entries: RefCell::new(Slab::new()),
             closed: Waiters::default(),
             budget,
+            tick: Cell::new(0),
         }
     }
 
     pub(crate) fn register(self: &Rc<Self>, fd: RawFd) -> Registration {
-        let idle = Rc::new(Cell::new(true));
+        let state = Rc::new(State::default());
+        state.idle.set(true);
         let key = self.entries.borrow_mut().insert(Entry {
             fd,
-            idle: idle.clone(),
+            state: state.clone(),
         });
         Registration {
             registry: self.clone(),
             key,
-            idle,
+            state,
         }
+    }
+
+    /// One sweep: advance the clock and end the wait (read side shut down,
+    /// the pending readiness wait completes and the task closes) of every
+    /// parked connection whose wait is over. Returns how many.
+    pub(crate) fn sweep(&self) -> usize {
+        let tick = self.tick.get() + 1;
+        self.tick.set(tick);
+        let mut cut = 0;
+        for (_, e) in self.entries.borrow().iter() {
+            let until = e.state.parked.get();
+            if until != 0 && tick >= until {
+                e.state.parked.set(0);
+                let _ = shutdown_registered(e.fd, Shutdown::Read);
+                cut += 1;
+            }
+        }
+        cut
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -88,7 +150,7 @@ impl Registry {
     /// Drain: end the pending read of every idle connection (EOF).
     pub(crate) fn close_idle(&self) {
         for (_, e) in self.entries.borrow().iter() {
-            if e.idle.get() {
+            if e.state.idle.get() {
                 let _ = shutdown_registered(e.fd, Shutdown::Read);
             }
         }
@@ -151,5 +213,39 @@ impl Registry {
     /// Wake whoever waits on the open-connection count (an accept loop ended).
     pub(crate) fn wake_closed(&self) {
         self.closed.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_connection_is_swept_after_the_timeout_and_not_before() {
+        let registry = Rc::new(Registry::new(None));
+        // Not a real socket: the shutdown fails quietly, the count is what
+        // is tested.
+        let parked = registry.register(-1);
+        let busy = registry.register(-1);
+        parked.park(SWEEP_INTERVAL * 3);
+        busy.set_idle(false);
+        assert_eq!(registry.sweep(), 0);
+        assert_eq!(registry.sweep(), 0);
+        assert_eq!(registry.sweep(), 1);
+        // Swept once: it is no longer parked.
+        assert_eq!(registry.sweep(), 0);
+    }
+
+    #[test]
+    fn unparking_stops_the_clock() {
+        let registry = Rc::new(Registry::new(None));
+        let conn = registry.register(-1);
+        conn.park(SWEEP_INTERVAL * 2);
+        registry.sweep();
+        conn.unpark();
+        assert_eq!(registry.sweep(), 0);
+        conn.park(SWEEP_INTERVAL * 2);
+        assert_eq!(registry.sweep(), 0);
+        assert_eq!(registry.sweep(), 1);
     }
 }

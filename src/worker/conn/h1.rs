@@ -82,9 +82,27 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
         served_any: false,
         head_started: Instant::now(),
     };
-    conn.run(&registration).await;
+    // The busy loop is boxed: its state (writes, timers, lingering) is most
+    // of a connection's future, and only the small idle wait below stays
+    // allocated while a kept-alive connection waits for its next request.
+    // One allocation per busy period, not per request.
+    while let Busy::Idle { left } = Box::pin(conn.run(&registration)).await {
+        if !conn.wait_idle(&registration, left).await {
+            break;
+        }
+    }
     drop(registration);
     conn.input.release(&ctx.pool);
+}
+
+/// How a busy period of a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    /// The connection is finished (closed, or to be dropped).
+    Closed,
+    /// Idle past the grace, holding no buffer: park until readable, for at
+    /// most `left` more (the keep-alive or header timeout).
+    Idle { left: Duration },
 }
 
 /// Received bytes not yet taken, and the body bytes still to skip.
@@ -155,6 +173,9 @@ enum Taken {
 enum Stop {
     /// EOF, a reset, a drain's shutdown, or a timeout: close quietly.
     Quiet,
+    /// Idle past the grace (plain TCP): leave the busy loop and park for
+    /// at most `left`.
+    Idle { left: Duration },
 }
 
 /// One HTTP/1.1 connection.
@@ -170,7 +191,8 @@ struct Conn<'c, H, S> {
 }
 
 impl<H: Handler, S: Transport> Conn<'_, H, S> {
-    async fn run(&mut self, registration: &Registration) {
+    /// Serve until the connection closes or idles past the grace.
+    async fn run(&mut self, registration: &Registration) -> Busy {
         let settings = self.ctx.settings;
         loop {
             // 1. Answer what is complete in the buffer.
@@ -183,11 +205,14 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                     .await
                     .is_err()
             {
-                return;
+                return Busy::Closed;
             }
             // 3. Decide.
             match taken {
-                Taken::Close { linger } => return self.close(registration, linger).await,
+                Taken::Close { linger } => {
+                    self.close(registration, linger).await;
+                    return Busy::Closed;
+                }
                 Taken::Full => continue,
                 Taken::NeedInput => {}
             }
@@ -195,11 +220,17 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             // not been answered yet (taken from the queue by the drain's
             // sweep) gets its one answer, with `Connection: close`.
             if !self.input.busy() && self.ctx.draining.get() && self.served_any {
-                return self.close(registration, false).await;
+                self.close(registration, false).await;
+                return Busy::Closed;
             }
             // 4. Read more.
-            if let Err(Stop::Quiet) = self.read(registration).await {
-                return self.close(registration, false).await;
+            match self.read(registration).await {
+                Ok(()) => {}
+                Err(Stop::Idle { left }) => return Busy::Idle { left },
+                Err(Stop::Quiet) => {
+                    self.close(registration, false).await;
+                    return Busy::Closed;
+                }
             }
         }
     }
@@ -290,7 +321,14 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             let got = self.read_idle(wait).await;
             registration.set_idle(false);
             self.head_started = Instant::now();
-            got
+            match got {
+                Some(got) => got,
+                None => {
+                    return Err(Stop::Idle {
+                        left: wait.saturating_sub(IDLE_GRACE),
+                    })
+                }
+            }
         } else {
             let buf = self.input.prepare(pool, settings.limits.max_head_bytes);
             read_timed(&mut self.stream, buf, wait).await
@@ -309,28 +347,67 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
         }
     }
 
-    /// Wait for the next request on an idle connection, for at most `wait`.
-    /// For [`IDLE_GRACE`] the connection keeps its queue and iovec storage
-    /// (and, on io_uring, a read in flight with a pooled buffer); past it,
-    /// everything goes back and it waits for readiness holding nothing.
-    /// TLS keeps a read in flight: rustls may hold decrypted bytes the
-    /// socket's readiness would not show.
-    async fn read_idle(&mut self, wait: Duration) -> Read {
+    /// The grace of an idle wait: for [`IDLE_GRACE`] (at most `wait`) the
+    /// connection keeps its queue and iovec storage (and, on io_uring, a
+    /// read in flight with a pooled buffer). `None` when the grace passed
+    /// with nothing read: everything has gone back, and the caller waits
+    /// for readiness outside the busy loop ([`Conn::wait_idle`]). TLS keeps
+    /// a read in flight for the whole wait: rustls may hold decrypted bytes
+    /// the socket's readiness would not show.
+    async fn read_idle(&mut self, wait: Duration) -> Option<Read> {
         let pool = &self.ctx.pool;
         self.input.release(pool);
         let grace = IDLE_GRACE.min(wait);
         let Some(tcp) = self.stream.tcp() else {
-            return read_timed(&mut self.stream, pool.take(), wait).await;
+            return Some(read_timed(&mut self.stream, pool.take(), wait).await);
         };
         let early = match self.ctx.driver {
             Driver::IoUring => read_grace_uring(tcp, pool, grace).await,
             Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
         };
-        if let Some(read) = early {
-            return read;
+        if early.is_none() {
+            self.output.release();
         }
-        self.output.release();
-        read_ready(tcp, pool, wait.saturating_sub(grace)).await
+        early
+    }
+
+    /// The idle wait past the grace: parked until readable, holding no
+    /// buffer and no timer (the worker's sweeper keeps the keep-alive
+    /// timeout of parked connections: `registry::Registry::sweep`), then one
+    /// read. `false` when the connection is done (the client closed, a drain
+    /// or the sweeper shut it).
+    async fn wait_idle(&mut self, registration: &Registration, left: Duration) -> bool {
+        let pool = &self.ctx.pool;
+        let Some(tcp) = self.stream.tcp() else {
+            return false;
+        };
+        registration.park(left);
+        let got = match tcp.readable(false).await {
+            // Still parked: a spurious wake-up leaves this read waiting, and
+            // the sweeper can still end it.
+            Ok(()) => {
+                let buf = pool.take();
+                let cap = buf.capacity();
+                let (res, slice) = tcp.read(buf.slice_mut(0..cap)).await;
+                settle(res, slice.into_inner())
+            }
+            Err(_) => Read::Closed(None),
+        };
+        registration.unpark();
+        self.head_started = Instant::now();
+        match got {
+            Read::Data(buf) => {
+                self.input.buf = Some(buf);
+                true
+            }
+            Read::Closed(buf) => {
+                if let Some(b) = buf {
+                    pool.give(b);
+                }
+                // Plain TCP between requests: closing is dropping.
+                false
+            }
+        }
     }
 
     /// End the connection: lingering when the client may still be sending,
@@ -350,11 +427,17 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                 timeout: settings.lingering_timeout,
                 bytes: settings.lingering_bytes,
             };
-            let (buf, end) = linger(&mut self.stream, buf, bounds).await;
+            // Boxed, like every rare long wait: it would widen the future of
+            // every connection, idle ones included.
+            let (buf, end) = Box::pin(linger(&mut self.stream, buf, bounds)).await;
             tracing::trace!(?end, "lingering close ended");
             self.ctx.pool.give(buf);
         } else if S::ENCRYPTS {
-            let _ = monoio::time::timeout(settings.send_timeout, self.stream.shutdown()).await;
+            let _ = Box::pin(monoio::time::timeout(
+                settings.send_timeout,
+                self.stream.shutdown(),
+            ))
+            .await;
         }
     }
 }
@@ -438,16 +521,3 @@ async fn read_grace_ready(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> 
 /// Bound on the read that follows readiness (the bytes are already there;
 /// this only guards against a spurious wake-up).
 const READY_READ_WAIT: Duration = Duration::from_secs(1);
-
-/// An idle wait holding no buffer: readiness first, then a pooled buffer and
-/// one read (which finds the bytes already there). Not relaxed: on epoll the
-/// cached readiness of the last read may be stale, and a false "ready" would
-/// park the read, and its buffer, for the whole keep-alive wait; the strict
-/// check costs one poll(2) there (io_uring ignores the flag).
-async fn read_ready(tcp: &mut TcpStream, pool: &Pool, wait: Duration) -> Read {
-    match monoio::time::timeout(wait, tcp.readable(false)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(_)) | Err(_) => return Read::Closed(None),
-    }
-    read_timed(tcp, pool.take(), wait.min(READY_READ_WAIT)).await
-}

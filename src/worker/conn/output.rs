@@ -200,9 +200,12 @@ async fn write_queue<S: Transport>(
             }
             Chunk::File(f) => {
                 write_run(stream, slot, send_timeout).await?;
+                // Boxed: a file send is long and rare next to the in-memory
+                // path, and its state would otherwise widen every
+                // connection's future, idle ones included.
                 match stream.tcp() {
-                    Some(tcp) => send_file(tcp, &f, send_timeout).await?,
-                    None => send_buffered(stream, &f, send_timeout).await?,
+                    Some(tcp) => Box::pin(send_file(tcp, &f, send_timeout)).await?,
+                    None => Box::pin(send_buffered(stream, &f, send_timeout)).await?,
                 }
             }
         }
@@ -310,7 +313,7 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
                     offset,
                     len: end - offset,
                 };
-                return send_buffered(stream, &rest, limit).await;
+                return Box::pin(send_buffered(stream, &rest, limit)).await;
             }
             Err(e) => {
                 result = Err(e);
