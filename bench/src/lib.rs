@@ -12,7 +12,9 @@
 //! - [`report`]: the result record, its JSON schema and the human summary.
 //! - [`matrix`]: `servery-load matrix`, scenarios × servers × workers × trials against servery,
 //!   nginx and h2o, with the raw artifact, markdown tables and SVG charts.
-//! - `sys`: the only module allowed `unsafe`: epoll, timerfd, getrusage, affinity.
+//! - [`probe`]: `servery-load probe`, a minimal io_uring responder measuring multishot receive
+//!   with provided buffers and zero-copy send against single-shot receive (decision records).
+//! - `sys`: the only module allowed `unsafe`: epoll, timerfd, getrusage, affinity, io_uring.
 //!
 //! # Library use
 //! A driver (tests, [`matrix`]) builds a [`Plan`] with [`Plan::new`], adjusts its fields, then
@@ -24,6 +26,7 @@ pub(crate) mod http;
 pub mod load;
 pub mod matrix;
 pub mod plan;
+pub mod probe;
 pub mod report;
 #[allow(unsafe_code)]
 pub(crate) mod sys;

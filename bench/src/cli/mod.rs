@@ -57,6 +57,31 @@ pub enum Command {
     /// (identity and every raw trial), a markdown table file and two SVG charts, prints the
     /// tables, and shows progress on stderr.
     Matrix(MatrixArgs),
+    /// A minimal io_uring responder (one pinned thread, a fixed response to every request
+    /// head) for measuring receive and send mechanisms servery's runtime does not expose:
+    /// multishot receive over provided buffers, zero-copy send, against single-shot receive.
+    /// For decision records (docs/decisions/), not a server.
+    Probe(ProbeArgs),
+}
+
+/// `servery-load probe` options.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Address to listen on (port 0: any free port; the ready line says which).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub bind: std::net::SocketAddr,
+    /// How connections receive.
+    #[arg(long, value_enum, default_value = "single")]
+    pub recv: crate::probe::Recv,
+    /// How responses are sent.
+    #[arg(long, value_enum, default_value = "writev")]
+    pub send: crate::probe::Send,
+    /// Directory whose top-level files are served by name (read into memory at start).
+    #[arg(long)]
+    pub root: std::path::PathBuf,
+    /// CPU to pin the probe's thread to.
+    #[arg(long)]
+    pub cpu: Option<usize>,
 }
 
 /// `servery-load matrix` options; the defaults are the seed's (7 trials × 10 s after 3 s).
@@ -251,6 +276,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Some(Command::Matrix(args)) => run_matrix(&args),
+        Some(Command::Probe(args)) => {
+            crate::probe::run(&crate::probe::Options {
+                bind: args.bind,
+                recv: args.recv,
+                send: args.send,
+                root: args.root,
+                cpu: args.cpu,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         None => run_load(&cli.load),
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Owns: epoll, level-triggered for sockets ([`epoll`]), a nanosecond-precision wake-up timer ([`timer`]),
 //! per-thread CPU accounting ([`rusage`]), CPU pinning ([`affinity`]), and for the matrix the
-//! `/proc` clock-tick unit and signals to server processes ([`process`]).
+//! `/proc` clock-tick unit and signals to server processes ([`process`]), and for the probe
+//! server a bare io_uring with multishot receive and zero-copy send ([`uring`]).
 //! Does not own: sockets (non-blocking `connect` comes from `mio::net::TcpStream`, which is safe)
 //! or any policy about when to call these.
 //!
@@ -20,3 +21,4 @@ pub(crate) mod epoll;
 pub(crate) mod process;
 pub(crate) mod rusage;
 pub(crate) mod timer;
+pub(crate) mod uring;
