@@ -2,7 +2,7 @@
 //! mechanisms servery's runtime does not expose, each against the single-shot receive servery
 //! uses, in one loop that differs in nothing else.
 //!
-//! Owns: one pinned thread, one ring ([`crate::sys::uring`]), a table of connections, and one
+//! Owns: one pinned thread, one ring (`sys::uring`), a table of connections, and one
 //! prebuilt response per file of `--root` (read into memory at start; any other path gets the
 //! first file). It parses nothing but each head's request path and end (`\r\n\r\n`), so it
 //! measures the kernel crossings and buffer ownership of each mode, not HTTP work. Not a
