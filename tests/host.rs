@@ -20,11 +20,10 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme, StreamOwned};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
 
+use common::tls::Pinned;
 use common::{is_timeout, parse_responses, Response, TestServer};
 
 const FILE: &[u8] = b"host grammar\n";
@@ -237,68 +236,14 @@ fn absolute_form_with_bad_authority_is_400_and_close_tls(driver: &str) {
 // ---------------------------------------------------------------------------
 // TLS client
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Accepts any certificate (the server's is self-signed) and checks the
-/// handshake signatures with it as usual.
-#[derive(Debug)]
-struct AnyCert(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// A TLS 1.3 connection to the server's TLS listener, handshake done, with
 /// ALPN `http/1.1`.
 fn tls_connect(server: &TestServer) -> StreamOwned<ClientConnection, TcpStream> {
-    let mut config = ClientConfig::builder_with_provider(provider())
+    let mut config = ClientConfig::builder_with_provider(common::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .expect("protocol versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider())))
+        .with_custom_certificate_verifier(Arc::new(Pinned::any()))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let addr = server.addrs()[1];

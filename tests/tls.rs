@@ -33,16 +33,14 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SignatureAlgorithm,
 };
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientSessionMemoryCache, Resumption};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, HandshakeKind, ProtocolVersion,
-    RootCertStore, SignatureScheme, StreamOwned, SupportedProtocolVersion,
+    ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore, StreamOwned,
+    SupportedProtocolVersion,
 };
-use sha2::{Digest, Sha256};
 
+use common::tls::{fingerprint, provider, Pinned};
 use common::{is_timeout, read_until_close, Signal, BIN, IO_TIMEOUT, READY_TIMEOUT};
 
 const TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
@@ -70,15 +68,6 @@ fn docroot() -> tempfile::TempDir {
 
 // ---------------------------------------------------------------------------
 // Certificates
-
-/// SHA-256 of a DER certificate as `AB:CD:...` (the ready line's format).
-fn fingerprint(der: &[u8]) -> String {
-    Sha256::digest(der)
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
 
 /// The fingerprint of the first certificate in a PEM file.
 fn pem_fingerprint(path: &Path) -> String {
@@ -403,72 +392,6 @@ fn per_worker(text: &str, name: &str, worker: usize) -> u64 {
 
 // ---------------------------------------------------------------------------
 // Client
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// Accepts exactly the certificate whose SHA-256 is pinned (any name), or
-/// any certificate when none is, and checks handshake signatures with it as
-/// usual.
-#[derive(Debug)]
-struct Pinned {
-    fingerprint: Option<String>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match &self.fingerprint {
-            Some(pin) if fingerprint(end_entity) != *pin => Err(rustls::Error::General(format!(
-                "certificate {} is not the pinned {pin}",
-                fingerprint(end_entity),
-            ))),
-            _ => Ok(ServerCertVerified::assertion()),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
 
 /// ALPN `http/1.1`, and a session store of its own shared by every
 /// connection made with the config.

@@ -6,10 +6,13 @@
 //! behind even when a test panics), a minimal HTTP/1.1 response reader
 //! ([`read_response`]), bounded reads ([`read_until_close`]), running the
 //! binary to completion with a bound ([`run_bounded`]), and the
-//! [`driver_tests!`] macro that runs a test under both I/O drivers.
+//! [`driver_tests!`] macro that runs a test under both I/O drivers, and the
+//! TLS client side (`tls`).
 //!
 //! Each test binary uses a subset, hence the `dead_code` allowances.
 #![allow(dead_code)]
+
+pub mod tls;
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
