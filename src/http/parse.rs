@@ -5,9 +5,10 @@
 //! `ParseError` that the connection turns into a status (see `http::error`).
 //! httparse does the tokenising; the framing rules of RFC 9112 that httparse
 //! leaves to its caller are enforced here, so they are unit-tested without a
-//! socket. That includes the Host rules (RFC 9112 §3.2, §3.2.2): exactly one
-//! Host field on 1.1, its value in the authority grammar (`http::host`), and
-//! an absolute-form target's authority taking the Host field's place.
+//! socket (those tests are half of this file). That includes the Host rules
+//! (RFC 9112 §3.2, §3.2.2): exactly one Host field on 1.1, its value in the
+//! authority grammar (`http::host`), and an absolute-form target's authority
+//! taking the Host field's place.
 
 use super::error::ParseError;
 use super::host;
