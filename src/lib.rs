@@ -4,6 +4,8 @@
 //! - `cli`: the `servery` command line (`serve`, `check-config`).
 //! - `config`: raw config (file + flags) validated into [`config::Config`].
 //! - `supervisor`: a generation of workers: barrier, run, drain.
+//! - `control`: what the supervisor and workers say to each other (states,
+//!   messages, reports) and its wire form for worker processes.
 //! - `worker`: one pinned thread, one monoio runtime, the connection loop.
 //! - `net`: listening sockets (reuseport, shared, systemd).
 //! - `http`: the I/O-free protocol core: parse, errors → status, responses.
@@ -30,6 +32,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod http;
 pub mod net;
 pub mod static_files;

@@ -8,22 +8,8 @@
 //! pins outside what it was given.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
-/// A set of logical CPU numbers, printed like `{0,1}` in errors.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CpuSet(pub BTreeSet<usize>);
-
-impl fmt::Display for CpuSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{{{}}}", join(self.0.iter()))
-    }
-}
-
-/// Join CPU numbers with commas: `0,1,2`.
-pub fn join<'a>(cpus: impl Iterator<Item = &'a usize>) -> String {
-    cpus.map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-}
+pub use crate::sys::affinity::{join, CpuSet};
 
 /// The largest CPU number accepted in a list (the kernel's NR_CPUS ceiling).
 const MAX_CPU: usize = 8191;

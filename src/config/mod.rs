@@ -56,14 +56,11 @@ pub const DEFAULT_LINGERING_TIMEOUT_S: f64 = 5.0;
 /// that a client streaming at line rate cannot keep a worker busy for the
 /// whole lingering time.
 pub const DEFAULT_LINGERING_BYTES: u64 = 16 * 1024 * 1024;
-/// nginx accepts 4 × 8 KiB header buffers; 16 KiB heads cover real browsers
-/// with large cookies while bounding per-connection memory.
-pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
-/// A request line longer than one nginx large header buffer is a 414.
-pub const DEFAULT_MAX_REQUEST_LINE_BYTES: usize = 8 * 1024;
-/// Browsers send ~20 fields; 100 leaves room and bounds parse work (hyper's
-/// default is 100 as well).
-pub const DEFAULT_MAX_HEADERS: usize = 100;
+// The head limits are the protocol core's defaults; config only validates
+// overrides of them.
+pub use crate::http::parse::{
+    DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_REQUEST_LINE_BYTES,
+};
 /// Most workers accepted (far above any core count we pin to).
 const MAX_WORKERS: usize = 1024;
 

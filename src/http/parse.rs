@@ -24,15 +24,24 @@ pub struct Limits {
     pub max_headers: usize,
 }
 
+/// nginx accepts 4 × 8 KiB header buffers; 16 KiB heads cover real browsers
+/// with large cookies while bounding per-connection memory.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A request line longer than one nginx large header buffer is a 414.
+pub const DEFAULT_MAX_REQUEST_LINE_BYTES: usize = 8 * 1024;
+/// Browsers send ~20 fields; 100 leaves room and bounds parse work (hyper's
+/// default is 100 as well).
+pub const DEFAULT_MAX_HEADERS: usize = 100;
+
 /// Hard ceiling on `max_headers`: the parser's header array lives on the stack.
 pub const MAX_HEADERS_CEILING: usize = 256;
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_head_bytes: crate::config::DEFAULT_MAX_HEAD_BYTES,
-            max_request_line_bytes: crate::config::DEFAULT_MAX_REQUEST_LINE_BYTES,
-            max_headers: crate::config::DEFAULT_MAX_HEADERS,
+            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
+            max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES,
+            max_headers: DEFAULT_MAX_HEADERS,
         }
     }
 }

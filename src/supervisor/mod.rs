@@ -30,7 +30,6 @@
 
 mod child;
 mod member;
-pub mod protocol;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

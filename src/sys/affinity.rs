@@ -1,11 +1,28 @@
-//! CPU affinity: which CPUs this process may use, and pinning a thread.
+//! CPU affinity: which CPUs this process may use ([`CpuSet`]), and pinning
+//! a thread. The set type lives here, with the syscall that yields it;
+//! `config` validates CPU lists against it.
 
+use std::collections::BTreeSet;
+use std::fmt;
 use std::io;
 
 use nix::sched::{sched_getaffinity, CpuSet as NixCpuSet};
 use nix::unistd::Pid;
 
-use crate::config::CpuSet;
+/// A set of logical CPU numbers, printed like `{0,1}` in errors.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuSet(pub BTreeSet<usize>);
+
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{{{}}}", join(self.0.iter()))
+    }
+}
+
+/// Join CPU numbers with commas: `0,1,2`.
+pub fn join<'a>(cpus: impl Iterator<Item = &'a usize>) -> String {
+    cpus.map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+}
 
 /// The CPUs this process may run on (its affinity mask: taskset, cgroups).
 pub fn allowed_cpus() -> io::Result<CpuSet> {

@@ -44,70 +44,7 @@ use crate::http::Limits;
 use crate::telemetry::WorkerStats;
 use registry::Registry;
 
-/// A worker's life. Changed only by `Lifecycle::enter`, which logs and
-/// reports every transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum State {
-    /// Thread started: pinning, building the runtime, making the handler.
-    Starting,
-    /// Ready to accept but admitting nobody until COMMIT.
-    Prepared,
-    /// Accepting and serving (READY).
-    Running,
-    /// Not accepting; finishing open connections.
-    Draining,
-    /// Stopped because it was asked to (drain finished, or rolled back).
-    Exited,
-    /// Stopped by a failure nobody asked for.
-    Aborted,
-}
-
-/// The I/O driver a worker runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Driver {
-    IoUring,
-    Epoll,
-}
-
-impl Driver {
-    pub fn name(self) -> &'static str {
-        match self {
-            Driver::IoUring => "io_uring",
-            Driver::Epoll => "epoll",
-        }
-    }
-}
-
-/// Supervisor → worker messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Control {
-    /// The PREPARED quorum is complete: start accepting.
-    Commit,
-    /// Roll back: exit without accepting (valid before COMMIT).
-    Abort,
-    /// Stop accepting and finish open connections.
-    Drain,
-    /// Drain deadline passed: cut every open connection.
-    Force,
-    /// Health beat: answer with a report carrying the same number. Answered
-    /// by the worker's event loop itself, so a wedged loop misses it.
-    Beat(u64),
-}
-
-/// Worker → supervisor: one transition, or a beat reply.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Report {
-    pub worker: usize,
-    pub state: State,
-    /// Set on `Prepared`: the driver the runtime was built on.
-    pub driver: Option<Driver>,
-    /// Set on `Aborted`: the cause.
-    pub reason: Option<String>,
-    /// Set on `Exited`: connections cut by FORCE.
-    pub cut: usize,
-    /// Set on a beat reply (the state is then unchanged).
-    pub beat: Option<u64>,
-}
+pub use crate::control::{Control, Driver, Report, State};
 
 /// Connection-level settings every worker shares.
 #[derive(Debug, Clone, Copy)]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::{Init as WorkerInit, Report, Settings, State};
 use crate::app::HandlerFactory;
 use crate::config::Config;
-use crate::supervisor::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
+use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::telemetry::{Snapshot, WorkerStats};
 
 /// Run this process as one worker. `make` builds the handler factory from

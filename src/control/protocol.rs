@@ -17,10 +17,10 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::{Control, Report};
 use crate::config::RawConfig;
 use crate::sys::fdpass;
 use crate::telemetry::Snapshot;
-use crate::worker::{Control, Report};
 
 /// Largest datagram either side sends (a config with many header rules).
 pub const MAX_MESSAGE: usize = 256 * 1024;
