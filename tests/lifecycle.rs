@@ -10,40 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{read_response, Signal, TestServer, BIN};
-
-/// A port that was free a moment ago (for tests that must know the port
-/// before the server is ready).
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
-/// A docroot with `small.txt` and a `big.bin` of `big` bytes.
-fn docroot(big: usize) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("small.txt"), b"small\n").unwrap();
-    let data: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
-    std::fs::write(dir.path().join("big.bin"), data).unwrap();
-    dir
-}
-
-/// Try one GET; `Some(status line)` if anything came back.
-fn try_get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
-    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut buf = [0u8; 64];
-    let n = s.read(&mut buf).ok()?;
-    (n > 0).then(|| {
-        String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_owned()
-    })
-}
+use common::{docroot, free_port, read_response, try_get, Signal, TestServer, BIN};
 
 /// Threads of `pid` named `servery-w*`, with their allowed CPU list.
 fn worker_threads(pid: u32) -> Vec<(String, String)> {

@@ -29,7 +29,9 @@ use std::sync::{mpsc, Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{is_timeout, read_response, stays_silent, Signal, TestServer, BIN};
+use common::{
+    docroot, free_port, is_timeout, read_response, stays_silent, try_get, Signal, TestServer, BIN,
+};
 
 /// Runs each listed `fn name(watch: &str)` as `pidfd::name` and
 /// `sigchld::name` (`--child-watch`). Attributes before a name (e.g.
@@ -222,12 +224,6 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
 /// Nothing listens on, or holds, `addr`: connecting is refused and binding
 /// works.
 fn port_is_free(addr: SocketAddr) -> bool {
@@ -238,33 +234,7 @@ fn port_is_free(addr: SocketAddr) -> bool {
     refused && TcpListener::bind(addr).is_ok()
 }
 
-/// A docroot with `small.txt` and a `big.bin` of `big` bytes.
-fn docroot(big: usize) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("small.txt"), b"small\n").unwrap();
-    let data: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
-    std::fs::write(dir.path().join("big.bin"), data).unwrap();
-    dir
-}
-
 const BIG: usize = 16 * 1024 * 1024;
-
-/// Try one GET; `Some(status line)` if anything came back.
-fn try_get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
-    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut buf = [0u8; 64];
-    let n = s.read(&mut buf).ok()?;
-    (n > 0).then(|| {
-        String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_owned()
-    })
-}
 
 /// A keep-alive connection that got one response and stays open.
 fn idle_connection(addr: SocketAddr) -> TcpStream {

@@ -6,8 +6,9 @@
 //! behind even when a test panics), a minimal HTTP/1.1 response reader
 //! ([`read_response`]), bounded reads ([`read_until_close`]), running the
 //! binary to completion with a bound ([`run_bounded`]), and the
-//! [`driver_tests!`] macro that runs a test under both I/O drivers, and the
-//! TLS client side (`tls`).
+//! [`driver_tests!`] macro that runs a test under both I/O drivers, small
+//! fixtures ([`free_port`], [`docroot`], [`try_get`]), and the TLS client side
+//! (`tls`).
 //!
 //! Each test binary uses a subset, hence the `dead_code` allowances.
 #![allow(dead_code)]
@@ -653,4 +654,37 @@ pub fn servery(args: &[&str]) -> Output {
 /// Shut the write half so the server sees EOF after what was sent.
 pub fn half_close(s: &TcpStream) {
     let _ = s.shutdown(Shutdown::Write);
+}
+
+/// A port that was free a moment ago (for tests that must know the port
+/// before the server is ready).
+pub fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// A docroot with `small.txt` and a `big.bin` of `big` bytes.
+pub fn docroot(big: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small.txt"), b"small\n").unwrap();
+    let data: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("big.bin"), data).unwrap();
+    dir
+}
+
+/// Try one GET; `Some(status line)` if anything came back.
+pub fn try_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).ok()?;
+    (n > 0).then(|| {
+        String::from_utf8_lossy(&buf[..n])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    })
 }
