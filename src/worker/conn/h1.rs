@@ -27,7 +27,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::AsyncReadRent;
+use monoio::io::{AsyncReadRent, CancelableAsyncReadRent, Canceller};
 use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
@@ -81,6 +81,7 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
         output: Output::default(),
         served_any: false,
         head_started: Instant::now(),
+        grace: Canceller::new(),
     };
     // The busy loop is boxed: its state (writes, timers, lingering) is most
     // of a connection's future, and only the small idle wait below stays
@@ -188,6 +189,9 @@ struct Conn<'c, H, S> {
     served_any: bool,
     /// When the current request's first bytes arrived (header timeout).
     head_started: Instant,
+    /// Cancels the grace read of an idle wait; replaced only when used, so
+    /// the busy path allocates none.
+    grace: Canceller,
 }
 
 impl<H: Handler, S: Transport> Conn<'_, H, S> {
@@ -362,7 +366,7 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             return Some(read_timed(&mut self.stream, pool.take(), wait).await);
         };
         let early = match self.ctx.driver {
-            Driver::IoUring => read_grace_uring(tcp, pool, grace).await,
+            Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
             Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
         };
         if early.is_none() {
@@ -495,16 +499,45 @@ fn settle(res: io::Result<usize>, buf: Vec<u8>) -> Read {
 }
 
 /// The grace of an idle wait on io_uring: a read with a pooled buffer for
-/// `grace`. `None` if nothing came: the read is cancelled and its buffer is
-/// freed with it when the cancellation completes (once per idle period; a
-/// cancellable read that hands the buffer back costs an allocation and a
-/// guard on every request instead).
-async fn read_grace_uring(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> Option<Read> {
+/// `grace`. `None` if nothing came: the read is cancelled and the buffer,
+/// handed back by the cancellation, returned to the pool.
+///
+/// Cancelled through a `Canceller` and awaited to the end, not dropped: a
+/// dropped read whose completion the kernel has posted but the runtime has
+/// not reaped yet loses the bytes it read (possible wherever completions are
+/// not deferred to our own wait, i.e. without `DEFER_TASKRUN`), and the
+/// connection would then wait for a request that already came. The awaited
+/// cancellation returns those bytes instead.
+async fn read_grace_uring(
+    tcp: &mut TcpStream,
+    pool: &Pool,
+    grace: Duration,
+    canceller: &mut Canceller,
+) -> Option<Read> {
     let buf = pool.take();
     let cap = buf.capacity();
-    match monoio::time::timeout(grace, tcp.read(buf.slice_mut(0..cap))).await {
-        Err(_) => None,
-        Ok((res, slice)) => Some(settle(res, slice.into_inner())),
+    let mut read = std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
+    let early = monoio::select! {
+        r = &mut read => Some(r),
+        _ = monoio::time::sleep(grace) => None,
+    };
+    let (res, slice) = match early {
+        Some(r) => r,
+        None => {
+            // `cancel` consumes the canceller and hands back a fresh one.
+            *canceller = std::mem::take(canceller).cancel();
+            read.await
+        }
+    };
+    let buf = slice.into_inner();
+    match res {
+        Ok(n) if n > 0 => Some(Read::Data(buf)),
+        // Cancelled by us: the connection parks, holding nothing.
+        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
+            pool.give(buf);
+            None
+        }
+        Ok(_) | Err(_) => Some(Read::Closed(Some(buf))),
     }
 }
 
