@@ -17,9 +17,9 @@
 //!    ones finish with `Connection: close`. FORCE cuts whatever is left.
 //! 5. Exited once no connection is open; Aborted on any failure.
 //!
-//! The accept loop, the drain's queue sweep and the keep-alive sweeper live
-//! here beside the lifecycle they serve, which keeps this file at ~600
-//! lines; issue 10 splits the worker along with the supervisor.
+//! The states, messages and reports of this life are `control`'s (the
+//! supervisor speaks them too); the keep-alive sweeper of parked connections
+//! runs here beside the accept loops, for the worker's whole life.
 
 mod conn;
 pub mod fault;
