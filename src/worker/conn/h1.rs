@@ -55,6 +55,11 @@ pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
 /// busy path at one read per request and idle connections bufferless.
 const IDLE_GRACE: Duration = Duration::from_millis(10);
 
+/// The plaintext buffer an idle TLS connection waits with (it cannot park:
+/// see `Conn::read_idle`). Small, so the wait costs little besides the TLS
+/// stream's own buffers; not pooled, as it is not the pool's size.
+const TLS_IDLE_READ_BYTES: usize = 1024;
+
 /// Decrements the open-connection gauge when the task ends.
 struct OpenGauge<'a>(&'a WorkerStats);
 
@@ -363,7 +368,10 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
         self.input.release(pool);
         let grace = IDLE_GRACE.min(wait);
         let Some(tcp) = self.stream.tcp() else {
-            return Some(read_timed(&mut self.stream, pool.take(), wait).await);
+            // TLS: the plaintext of a whole head rarely needs more than this,
+            // and a longer one grows the buffer as any partial head does.
+            let buf = Vec::with_capacity(TLS_IDLE_READ_BYTES);
+            return Some(read_timed(&mut self.stream, buf, wait).await);
         };
         let early = match self.ctx.driver {
             Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
