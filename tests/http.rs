@@ -1161,13 +1161,7 @@ fn metric(server: &TestServer, series: &str) -> u64 {
     let resp = server.admin_get("/metrics");
     assert_eq!(resp.status, 200);
     let text = resp.body_text();
-    let prefix = format!("{series} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{series}: {e}"))
+    common::metric(&text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}")) as u64
 }
 
 fn responses_are_counted_by_class_in_metrics(driver: &str) {

@@ -30,7 +30,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{
-    docroot, free_port, is_timeout, read_response, stays_silent, try_get, Signal, TestServer, BIN,
+    docroot, free_port, is_timeout, metric, read_response, stays_silent, try_get, Signal,
+    TestServer, BIN,
 };
 
 /// Runs each listed `fn name(watch: &str)` as `pidfd::name` and
@@ -440,13 +441,6 @@ fn serve_command(watch: &str, tag: &Tag, root: &Path, args: &[&str], fault: &str
         .env(TAG_VAR, &tag.name)
         .env(FAULT, fault);
     cmd
-}
-
-/// The value of the series `key` (name with labels, as printed).
-fn metric(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 // ---------------------------------------------------------------------------

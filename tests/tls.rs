@@ -379,11 +379,9 @@ impl Drop for Server {
 
 /// The value of the series `key` (e.g. `servery_tls_resumed_total` for the
 /// sum, `servery_tls_resumed_total{worker="0"}` for one worker); 0 if absent.
+/// A counter's value, 0 when the series is absent (not counted yet).
 fn metric(text: &str, key: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-        .map(|v| v.trim().parse().expect("integer metric"))
-        .unwrap_or(0)
+    common::metric(text, key).map_or(0, |v| v as u64)
 }
 
 fn per_worker(text: &str, name: &str, worker: usize) -> u64 {

@@ -7,8 +7,8 @@
 //! ([`read_response`]), bounded reads ([`read_until_close`]), running the
 //! binary to completion with a bound ([`run_bounded`]), and the
 //! [`driver_tests!`] macro that runs a test under both I/O drivers, small
-//! fixtures ([`free_port`], [`docroot`], [`try_get`]), and the TLS client side
-//! (`tls`).
+//! fixtures ([`free_port`], [`docroot`], [`try_get`], [`metric`]), and the TLS
+//! client side (`tls`).
 //!
 //! Each test binary uses a subset, hence the `dead_code` allowances.
 #![allow(dead_code)]
@@ -687,4 +687,12 @@ pub fn try_get(addr: SocketAddr, path: &str) -> Option<String> {
             .unwrap_or("")
             .to_owned()
     })
+}
+
+/// The value of one series (`name` or `name{labels}`, exactly as written) in
+/// a Prometheus text exposition; `None` when the series is absent.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }
