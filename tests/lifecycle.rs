@@ -244,6 +244,36 @@ fn idle_keepalive_connections_are_closed_by_drain(driver: &str) {
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
 }
 
+/// A drain closes an idle keep-alive connection with a FIN and keeps
+/// reading: a request the client sends after (or across) that FIN is read
+/// and discarded, and the connection ends without a reset, so the client,
+/// which got no byte of a response, can retry it (RFC 9112 §9.3.1).
+fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
+    let root = docroot(0);
+    let mut server = serve(&root, driver, &[]);
+    let mut s = server.connect();
+    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).status, 200);
+    server.signal(Signal::SIGTERM);
+    let mut buf = [0u8; 64];
+    assert_eq!(s.read(&mut buf).unwrap(), 0, "no FIN from the drain");
+    // The request that crossed the FIN; then the client closes its side.
+    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("answered after the drain's FIN: {:?}", &buf[..n]),
+        Err(e) => panic!("the crossing request got {e} instead of a clean close"),
+    }
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("did not exit");
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+}
+
 fn pipelined_request_during_drain_gets_connection_close(driver: &str) {
     let root = docroot(BIG);
     let mut server = serve(&root, driver, &[]);
@@ -310,6 +340,7 @@ fn second_sigint_exits_at_once(driver: &str) {
 driver_tests! {
     slow_client_gets_its_whole_response_after_sigterm,
     idle_keepalive_connections_are_closed_by_drain,
+    request_crossing_a_drain_fin_is_discarded_not_reset,
     pipelined_request_during_drain_gets_connection_close,
     connection_held_past_drain_timeout_is_cut,
     second_sigint_exits_at_once,

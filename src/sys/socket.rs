@@ -11,8 +11,11 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 /// Which directions to shut down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
-    /// Stop reading: a pending read completes with EOF (drain of idle ones).
+    /// Stop reading: a pending read completes with EOF.
     Read,
+    /// Stop writing: the peer gets our FIN (a graceful close of an idle
+    /// connection); reading goes on.
+    Write,
     /// Both directions: pending reads and writes fail (force-close).
     Both,
 }
@@ -26,6 +29,7 @@ pub enum Shutdown {
 pub fn shutdown_registered(fd: RawFd, how: Shutdown) -> io::Result<()> {
     let how = match how {
         Shutdown::Read => libc::SHUT_RD,
+        Shutdown::Write => libc::SHUT_WR,
         Shutdown::Both => libc::SHUT_RDWR,
     };
     // SAFETY: shutdown takes no pointers; per the contract above `fd` is a

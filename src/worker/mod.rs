@@ -488,7 +488,7 @@ async fn admit<H: Handler>(
         }
     }
     // Register before spawning, so the cap check in the accept loop sees it.
-    let registration = ctx.registry.register(stream.as_raw_fd());
+    let registration = ctx.registry.register(stream.as_raw_fd(), tls.is_some());
     match tls {
         Some(config) => {
             monoio::spawn(conn::serve_tls(

@@ -33,8 +33,15 @@ use crate::sys::socket::{shutdown_registered, Shutdown};
 /// keep-alive timeout for them (they are cut at most this much late).
 pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How long a drain lets an idle plain connection it closed with a FIN
+/// discard what the client still sends before the read side is cut too: a
+/// client that saw the FIN closes within a round trip.
+pub(crate) const DRAIN_LINGER: Duration = Duration::from_secs(1);
+
 struct Entry {
     fd: RawFd,
+    /// TLS: a drain must let the task say close_notify before any FIN.
+    tls: bool,
     state: Rc<State>,
 }
 
@@ -44,6 +51,9 @@ struct State {
     idle: Cell<bool>,
     /// The sweep tick at which its wait ends; 0 while not parked.
     parked: Cell<u64>,
+    /// A drain sent our FIN (plain TCP, idle): answer nothing more, discard
+    /// what still comes, close when the client does.
+    half_closed: Cell<bool>,
 }
 
 /// Open connections of one worker.
@@ -77,11 +87,21 @@ impl Registration {
     /// for at most `wait` (its keep-alive or header timeout): the sweeper
     /// ends the wait once it is over. Also idle.
     pub(crate) fn park(&self, wait: Duration) {
+        let wait = if self.state.half_closed.get() {
+            wait.min(DRAIN_LINGER)
+        } else {
+            wait
+        };
         let ticks = wait.as_nanos().div_ceil(SWEEP_INTERVAL.as_nanos()) as u64;
         self.state.idle.set(true);
         self.state
             .parked
             .set(self.registry.tick.get().saturating_add(ticks.max(1)));
+    }
+
+    /// Whether a drain closed our side (see [`Registry::close_idle`]).
+    pub(crate) fn half_closed(&self) -> bool {
+        self.state.half_closed.get()
     }
 
     /// The connection woke (bytes, EOF, or a shutdown by the sweeper).
@@ -111,11 +131,12 @@ impl Registry {
         }
     }
 
-    pub(crate) fn register(self: &Rc<Self>, fd: RawFd) -> Registration {
+    pub(crate) fn register(self: &Rc<Self>, fd: RawFd, tls: bool) -> Registration {
         let state = Rc::new(State::default());
         state.idle.set(true);
         let key = self.entries.borrow_mut().insert(Entry {
             fd,
+            tls,
             state: state.clone(),
         });
         Registration {
@@ -147,11 +168,31 @@ impl Registry {
         self.entries.borrow().len()
     }
 
-    /// Drain: end the pending read of every idle connection (EOF).
+    /// Drain: close every idle connection gracefully. A plain one gets our
+    /// FIN now and keeps reading, so a request that crossed it is read and
+    /// discarded rather than left unread (which would make the close a
+    /// reset); its wait ends when the client closes, or [`DRAIN_LINGER`]
+    /// after parking, when the sweeper cuts its read side. A TLS one has its
+    /// read side shut, so its task wakes and sends close_notify first.
     pub(crate) fn close_idle(&self) {
+        let tick = self.tick.get();
+        let linger = DRAIN_LINGER.as_nanos().div_ceil(SWEEP_INTERVAL.as_nanos()) as u64;
         for (_, e) in self.entries.borrow().iter() {
-            if e.state.idle.get() {
+            if !e.state.idle.get() {
+                continue;
+            }
+            if e.tls {
                 let _ = shutdown_registered(e.fd, Shutdown::Read);
+                continue;
+            }
+            if shutdown_registered(e.fd, Shutdown::Write).is_err() {
+                let _ = shutdown_registered(e.fd, Shutdown::Read);
+                continue;
+            }
+            e.state.half_closed.set(true);
+            let until = e.state.parked.get();
+            if until != 0 {
+                e.state.parked.set(until.min(tick + linger.max(1)));
             }
         }
     }
@@ -225,8 +266,8 @@ mod tests {
         let registry = Rc::new(Registry::new(None));
         // Not a real socket: the shutdown fails quietly, the count is what
         // is tested.
-        let parked = registry.register(-1);
-        let busy = registry.register(-1);
+        let parked = registry.register(-1, false);
+        let busy = registry.register(-1, false);
         parked.park(SWEEP_INTERVAL * 3);
         busy.set_idle(false);
         assert_eq!(registry.sweep(), 0);
@@ -239,7 +280,7 @@ mod tests {
     #[test]
     fn unparking_stops_the_clock() {
         let registry = Rc::new(Registry::new(None));
-        let conn = registry.register(-1);
+        let conn = registry.register(-1, false);
         conn.park(SWEEP_INTERVAL * 2);
         registry.sweep();
         conn.unpark();

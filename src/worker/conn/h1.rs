@@ -30,7 +30,7 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, CancelableAsyncReadRent, Canceller};
 use monoio::net::TcpStream;
 
-use super::super::registry::Registration;
+use super::super::registry::{Registration, DRAIN_LINGER};
 use super::super::{Ctx, Driver};
 use super::dispatch;
 use super::linger::{linger, Linger};
@@ -182,6 +182,8 @@ enum Stop {
     /// Idle past the grace (plain TCP): leave the busy loop and park for
     /// at most `left`.
     Idle { left: Duration },
+    /// Already closed (a drain's half-close, discarded to the end).
+    Done,
 }
 
 /// One HTTP/1.1 connection.
@@ -236,6 +238,7 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             match self.read(registration).await {
                 Ok(()) => {}
                 Err(Stop::Idle { left }) => return Busy::Idle { left },
+                Err(Stop::Done) => return Busy::Closed,
                 Err(Stop::Quiet) => {
                     self.close(registration, false).await;
                     return Busy::Closed;
@@ -331,6 +334,10 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             registration.set_idle(false);
             self.head_started = Instant::now();
             match got {
+                Some(Read::Data(buf)) if registration.half_closed() => {
+                    self.discard_after_drain(buf).await;
+                    return Err(Stop::Done);
+                }
                 Some(got) => got,
                 None => {
                     return Err(Stop::Idle {
@@ -408,6 +415,10 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
         registration.unpark();
         self.head_started = Instant::now();
         match got {
+            Read::Data(buf) if registration.half_closed() => {
+                self.discard_after_drain(buf).await;
+                false
+            }
             Read::Data(buf) => {
                 self.input.buf = Some(buf);
                 true
@@ -420,6 +431,22 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                 false
             }
         }
+    }
+
+    /// A request crossed the FIN a drain sent this idle connection: it is
+    /// not answered (the client, which got no byte of a response, may retry
+    /// it elsewhere: RFC 9112 §9.3.1) but read and discarded until the client
+    /// closes, within [`DRAIN_LINGER`], so the close is not a reset.
+    async fn discard_after_drain(&mut self, buf: Vec<u8>) {
+        let settings = self.ctx.settings;
+        let bounds = Linger {
+            time: settings.lingering_time.min(DRAIN_LINGER),
+            timeout: settings.lingering_timeout.min(DRAIN_LINGER),
+            bytes: settings.lingering_bytes,
+        };
+        let (buf, end) = Box::pin(linger(&mut self.stream, buf, bounds)).await;
+        tracing::trace!(?end, "drained connection discarded a crossing request");
+        self.ctx.pool.give(buf);
     }
 
     /// End the connection: lingering when the client may still be sending,
