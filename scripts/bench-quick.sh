@@ -183,22 +183,8 @@ mkdir -p "$(dirname "$json_out")"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/servery-bench.XXXXXX")
 server_pid=""
-wrk_pid=""
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [[ -n $wrk_pid ]]; then
-		kill -TERM "$wrk_pid" 2>/dev/null || true
-		wait "$wrk_pid" 2>/dev/null || true
-	fi
-	if [[ -n $server_pid ]]; then
-		stop_pid "$server_pid" 5 || true
-	fi
-	rm -rf "$tmp"
-	exit "$rc"
-}
-trap cleanup EXIT
+client_pid=""
+trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -324,9 +310,9 @@ run_trial() {
 
 	if ((warmup > 0)); then
 		taskset -c "$client_cpu" "$wrk_bin" -t1 -c"$conns" -d"${warmup}s" "$url" >/dev/null &
-		wrk_pid=$!
-		wait "$wrk_pid" || die "warm-up wrk failed"
-		wrk_pid=""
+		client_pid=$!
+		wait "$client_pid" || die "warm-up wrk failed"
+		client_pid=""
 	fi
 
 	wrk_out=$tmp/wrk-$name-$server-$trial.txt
@@ -338,9 +324,9 @@ run_trial() {
 	client_before=$CHILD_TICKS
 	t0=$EPOCHREALTIME
 	taskset -c "$client_cpu" "$wrk_bin" -t1 -c"$conns" -d"${duration}s" --latency "$url" >"$wrk_out" &
-	wrk_pid=$!
-	wait "$wrk_pid" || die "wrk failed: $(cat "$wrk_out")"
-	wrk_pid=""
+	client_pid=$!
+	wait "$client_pid" || die "wrk failed: $(cat "$wrk_out")"
+	client_pid=""
 	t1=$EPOCHREALTIME
 	child_cpu_ticks
 	# Same pids as before plus any new ones; a pid that exited mid-trial

@@ -169,21 +169,7 @@ mkdir -p "$(dirname "$json_out")"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/idle-reads.XXXXXX")
 server_pid=""
 client_pid=""
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	if [[ -n $client_pid ]]; then
-		kill -TERM "$client_pid" 2>/dev/null || true
-		wait "$client_pid" 2>/dev/null || true
-	fi
-	if [[ -n $server_pid ]]; then
-		stop_pid "$server_pid" 5 || true
-	fi
-	rm -rf "$tmp"
-	exit "$rc"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 trap 'log "interrupted (SIGINT); cleaning up"; exit 130' INT
 trap 'log "terminated (SIGTERM); cleaning up"; exit 143' TERM
 

@@ -96,6 +96,25 @@ stop_pid() {
 	return "$rc"
 }
 
+# bench_cleanup: the EXIT trap of a benchmark script. Stops the client
+# ($client_pid) and the server ($server_pid) it has running, if any, removes
+# its scratch folder ($tmp), and exits with the status the script had.
+# Install with `trap bench_cleanup EXIT` after setting those three variables.
+# shellcheck disable=SC2317,SC2154 # called by the trap; the caller sets the globals
+bench_cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n ${client_pid:-} ]]; then
+		kill -TERM "$client_pid" 2>/dev/null || true
+		wait "$client_pid" 2>/dev/null || true
+	fi
+	if [[ -n ${server_pid:-} ]]; then
+		stop_pid "$server_pid" 5 || true
+	fi
+	[[ -n ${tmp:-} ]] && rm -rf "$tmp"
+	exit "$rc"
+}
+
 # proc_state PID: print the one-letter state of PID (R, S, Z, ...), or
 # nothing if it is gone.
 proc_state() {
