@@ -1496,6 +1496,7 @@ watch_tests! {
     a_reload_that_changes_workers_keeps_the_inherited_systemd_socket,
     sigkill_of_a_worker_every_second_under_load_fails_only_its_requests,
     reloads_under_load_fail_no_request_and_release_every_handle,
+    reloads_under_keepalive_and_churn_fail_no_request,
     spaced_reloads_leave_no_connection_unaccepted,
     sigterm_under_load_answers_every_request_it_read,
     supervisor_killed_under_load_its_workers_drain_and_exit,
@@ -1864,6 +1865,139 @@ fn reloads_under_load_fail_no_request_and_release_every_handle(watch: &str) {
         "fds before {fds:?}\nafter {now:?}\nthreads {threads} -> {}",
         thread_count(sup.pid())
     );
+}
+
+/// Issue 10's reload load: 20 SIGHUPs 0.4 s apart under 4 keep-alive
+/// clients that retry a request once, on a new connection, when a reused
+/// connection closes before any response byte (RFC 9112 §9.3.1), and 2 that
+/// send every request on a fresh connection. A fresh connection closed or
+/// reset unanswered, a failed retry or a partial response is a failure.
+fn reloads_under_keepalive_and_churn_fail_no_request(watch: &str) {
+    let _g = alone();
+    let root = docroot(0);
+    let sup = start(watch, root.path(), &["--workers", "2"], None);
+    sup.wait_workers(2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = sup.addr();
+    let clients: Vec<_> = (0..6)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || strict_client(addr, &stop, i >= 4))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..20 {
+        sup.reload(2, Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut tally = Tally::default();
+    for c in clients {
+        tally.merge(c.join().expect("client panicked"));
+    }
+    eprintln!(
+        "20 reloads, strict clients: ok {} retried {} failed {}",
+        tally.ok,
+        tally.retried,
+        tally.failures.len()
+    );
+    assert!(tally.ok > 0);
+    assert!(tally.failures.is_empty(), "{:?}", tally.failures);
+}
+
+/// The same load and reloads in thread isolation: each reload is done when
+/// the supervisor logs it complete.
+#[test]
+fn reloads_under_keepalive_and_churn_fail_no_request_in_thread_mode() {
+    let _g = alone();
+    let root = docroot(0);
+    let server = TestServer::builder()
+        .root(root.path())
+        .args(&["--workers", "2"])
+        .env("RUST_LOG", "info")
+        .start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = server.addr();
+    let clients: Vec<_> = (0..6)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || strict_client(addr, &stop, i >= 4))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for n in 1..=20 {
+        server.signal(Signal::SIGHUP);
+        let done = wait_until(Duration::from_secs(10), || {
+            server.stderr().matches("reload complete").count() >= n
+        });
+        assert!(done, "reload {n} did not complete:\n{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut tally = Tally::default();
+    for c in clients {
+        tally.merge(c.join().expect("client panicked"));
+    }
+    eprintln!(
+        "20 reloads (threads), strict clients: ok {} retried {} failed {}",
+        tally.ok,
+        tally.retried,
+        tally.failures.len()
+    );
+    assert!(tally.ok > 0);
+    assert!(tally.failures.is_empty(), "{:?}", tally.failures);
+}
+
+/// One client of [`reloads_under_keepalive_and_churn_fail_no_request`]:
+/// keep-alive with one retry, or (`churn`) a fresh connection per request.
+fn strict_client(addr: SocketAddr, stop: &AtomicBool, churn: bool) -> Tally {
+    let mut t = Tally::default();
+    let mut conn: Option<BufReader<TcpStream>> = None;
+    while !stop.load(Ordering::Relaxed) {
+        loop {
+            let fresh = conn.is_none();
+            let c = match conn.as_mut() {
+                Some(c) => c,
+                None => match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                    Ok(s) => {
+                        let _ = s.set_read_timeout(Some(LOAD_TIMEOUT));
+                        let _ = s.set_write_timeout(Some(LOAD_TIMEOUT));
+                        let _ = s.set_nodelay(true);
+                        conn.insert(BufReader::new(s))
+                    }
+                    Err(e) => {
+                        t.failures.push(format!("connect: {e}"));
+                        break;
+                    }
+                },
+            };
+            match exchange(c) {
+                Ok(keep) => {
+                    t.ok += 1;
+                    if churn || !keep {
+                        conn = None;
+                    }
+                    break;
+                }
+                Err(Attempt::Unanswered) if !fresh => {
+                    t.retried += 1;
+                    conn = None;
+                }
+                Err(Attempt::Unanswered) => {
+                    t.failures
+                        .push("a fresh connection closed or reset before any response byte".into());
+                    conn = None;
+                    break;
+                }
+                Err(Attempt::Failed(why)) => {
+                    t.failures.push(why);
+                    conn = None;
+                    break;
+                }
+            }
+        }
+    }
+    t
 }
 
 /// Reloads a second apart under keep-alive load: between reloads no new

@@ -85,7 +85,8 @@ impl Registration {
 
     /// Mark the connection parked (idle, no buffer, no timer of its own)
     /// for at most `wait` (its keep-alive or header timeout): the sweeper
-    /// ends the wait once it is over. Also idle.
+    /// ends the wait once it is over. Whether it is idle is said apart
+    /// ([`Registration::set_idle`]): one waiting for its first request is not.
     pub(crate) fn park(&self, wait: Duration) {
         let wait = if self.state.half_closed.get() {
             wait.min(DRAIN_LINGER)
@@ -93,7 +94,6 @@ impl Registration {
             wait
         };
         let ticks = wait.as_nanos().div_ceil(SWEEP_INTERVAL.as_nanos()) as u64;
-        self.state.idle.set(true);
         self.state
             .parked
             .set(self.registry.tick.get().saturating_add(ticks.max(1)));
@@ -132,8 +132,10 @@ impl Registry {
     }
 
     pub(crate) fn register(self: &Rc<Self>, fd: RawFd, tls: bool) -> Registration {
+        // Not idle until answered once: a client that just connected is
+        // about to send its first request, and a drain answers it (with
+        // `Connection: close`) rather than closing it unanswered.
         let state = Rc::new(State::default());
-        state.idle.set(true);
         let key = self.entries.borrow_mut().insert(Entry {
             fd,
             tls,

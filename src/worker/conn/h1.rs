@@ -329,7 +329,8 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             }
         };
         let got = if idle {
-            registration.set_idle(true);
+            // Idle for the drain only once answered (see `Registry::register`).
+            registration.set_idle(self.served_any);
             let got = self.read_idle(wait).await;
             registration.set_idle(false);
             self.head_started = Instant::now();
@@ -400,6 +401,7 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
         let Some(tcp) = self.stream.tcp() else {
             return false;
         };
+        registration.set_idle(self.served_any);
         registration.park(left);
         let got = match tcp.readable(false).await {
             // Still parked: a spurious wake-up leaves this read waiting, and
