@@ -1877,32 +1877,9 @@ fn reloads_under_keepalive_and_churn_fail_no_request(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &["--workers", "2"], None);
     sup.wait_workers(2);
-    let stop = Arc::new(AtomicBool::new(false));
-    let addr = sup.addr();
-    let clients: Vec<_> = (0..6)
-        .map(|i| {
-            let stop = stop.clone();
-            std::thread::spawn(move || strict_client(addr, &stop, i >= 4))
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    for _ in 0..20 {
+    strict_reloads("process", sup.addr(), |_| {
         sup.reload(2, Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(400));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let mut tally = Tally::default();
-    for c in clients {
-        tally.merge(c.join().expect("client panicked"));
-    }
-    eprintln!(
-        "20 reloads, strict clients: ok {} retried {} failed {}",
-        tally.ok,
-        tally.retried,
-        tally.failures.len()
-    );
-    assert!(tally.ok > 0);
-    assert!(tally.failures.is_empty(), "{:?}", tally.failures);
+    });
 }
 
 /// The same load and reloads in thread isolation: each reload is done when
@@ -1916,8 +1893,20 @@ fn reloads_under_keepalive_and_churn_fail_no_request_in_thread_mode() {
         .args(&["--workers", "2"])
         .env("RUST_LOG", "info")
         .start();
+    strict_reloads("thread", server.addr(), |n| {
+        server.signal(Signal::SIGHUP);
+        let done = wait_until(Duration::from_secs(10), || {
+            server.stderr().matches("reload complete").count() >= n
+        });
+        assert!(done, "reload {n} did not complete:\n{}", server.stderr());
+    });
+}
+
+/// The strict load on `addr` (4 keep-alive clients, 2 churn clients) through
+/// 20 reloads 0.4 s apart; `reload(n)` does the n-th (1-based) and returns
+/// once it is complete. Fails on any failed request.
+fn strict_reloads(mode: &str, addr: SocketAddr, mut reload: impl FnMut(usize)) {
     let stop = Arc::new(AtomicBool::new(false));
-    let addr = server.addr();
     let clients: Vec<_> = (0..6)
         .map(|i| {
             let stop = stop.clone();
@@ -1926,11 +1915,7 @@ fn reloads_under_keepalive_and_churn_fail_no_request_in_thread_mode() {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     for n in 1..=20 {
-        server.signal(Signal::SIGHUP);
-        let done = wait_until(Duration::from_secs(10), || {
-            server.stderr().matches("reload complete").count() >= n
-        });
-        assert!(done, "reload {n} did not complete:\n{}", server.stderr());
+        reload(n);
         std::thread::sleep(Duration::from_millis(400));
     }
     stop.store(true, Ordering::Relaxed);
@@ -1939,7 +1924,7 @@ fn reloads_under_keepalive_and_churn_fail_no_request_in_thread_mode() {
         tally.merge(c.join().expect("client panicked"));
     }
     eprintln!(
-        "20 reloads (threads), strict clients: ok {} retried {} failed {}",
+        "20 reloads ({mode}), strict clients: ok {} retried {} failed {}",
         tally.ok,
         tally.retried,
         tally.failures.len()
