@@ -28,6 +28,7 @@ use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::sys::pidfd;
 use crate::sys::shm::SharedCounter;
 use crate::telemetry::{Snapshot, WorkerStats};
+use crate::tls::identity::GenerationTls;
 use crate::worker::{self, Control, Report, Settings, State};
 
 /// How a worker ended.
@@ -61,14 +62,6 @@ pub(crate) struct Spawn<'a, F> {
     /// Which sockets are TLS listeners, and the generation's TLS identity.
     pub tls_flags: &'a [bool],
     pub tls: Option<&'a GenerationTls>,
-}
-
-/// A generation's TLS identity: the material (for worker processes) and the
-/// config built from it (shared by worker threads).
-pub(crate) struct GenerationTls {
-    pub material: crate::tls::Material,
-    pub secret: crate::tls::TicketSecret,
-    pub config: Arc<rustls::ServerConfig>,
 }
 
 /// A running (or finished, not yet dropped) worker.

@@ -10,15 +10,16 @@
 //! Flow:
 //! 1. `config` validates that `--tls-cert`/`--tls-key` load and match
 //!    ([`Material::load`]) before anything binds.
-//! 2. The supervisor makes the [`Material`] once per generation (files) or
-//!    once per server (`--tls-self-signed`), and one [`TicketSecret`] per
-//!    server; thread workers share one `ServerConfig`, process workers get
+//! 2. The supervisor's [`identity::Identity`] makes the [`Material`] once
+//!    per generation (files) or once per server (`--tls-self-signed`), and
+//!    one [`TicketSecret`] per server; thread workers share one `ServerConfig`, process workers get
 //!    the material and secret over their control channel and build the same.
 //! 3. `ticketer::Ticketer` derives the ticket keys from the secret and the
 //!    time period, so every worker — thread or process, old or new
 //!    generation — issues and accepts the same tickets: a client resumes on
 //!    whichever worker the kernel hands it to.
 
+pub mod identity;
 mod ticketer;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,251 @@
+//! The machine's real host: spawning workers, planning reloads, stats and
+//! readiness.
+//!
+//! Owns: a generation's resources ([`Resources`]: its configuration, its
+//! listening sockets while the server listens, its TLS identity), spawning
+//! a worker as a thread or a process ([`Member`]), re-reading the
+//! configuration on SIGHUP and planning the next generation from it, the
+//! per-slot counters the admin endpoint serves (summed across generations,
+//! plus reaped processes), and telling `/readyz` and systemd the phase.
+//! Does not own any decision of the state machine.
+
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use super::generation::Rules;
+use super::machine::{Host, Notice, Plan, Worker};
+use super::member::{Member, Spawn};
+use super::reload::listeners_for;
+use super::{child::ChildWatcher, notify, Error, Event, Reloader};
+use crate::app::HandlerFactory;
+use crate::config::{Config, Isolation, TlsSource};
+use crate::control::Control;
+use crate::net::ListenerPlan;
+use crate::sys::shm::SharedCounter;
+use crate::telemetry::{Phase as Readiness, PhaseCell, Snapshot, StatsTable, WorkerStats};
+use crate::tls::identity::{self, GenerationTls, Identity};
+
+/// A generation's resources.
+pub(crate) struct Resources {
+    pub config: Arc<Config>,
+    /// `None` once shutdown began: new connections are refused.
+    pub listeners: Option<Arc<ListenerPlan>>,
+    pub tls: Option<GenerationTls>,
+}
+
+impl Plan for Resources {
+    fn rules(&self) -> Rules {
+        Rules::from_config(&self.config)
+    }
+
+    fn close_listeners(&mut self) {
+        self.listeners = None;
+    }
+}
+
+impl Worker for Member {
+    fn pid(&self) -> Option<u32> {
+        Member::pid(self)
+    }
+    fn ends_by_report(&self) -> bool {
+        Member::ends_by_report(self)
+    }
+    fn send(&self, c: Control) {
+        Member::send(self, c)
+    }
+    fn terminate(&self) {
+        Member::terminate(self)
+    }
+    fn kill(&self) {
+        Member::kill(self)
+    }
+    fn finish(&mut self) {
+        Member::finish(self)
+    }
+}
+
+/// The real world.
+pub(crate) struct Live<F> {
+    pub factory: Arc<F>,
+    pub events: Sender<Event>,
+    /// The binary workers re-execute (process isolation).
+    pub exe: PathBuf,
+    pub isolation: Isolation,
+    pub watcher: Option<ChildWatcher>,
+    pub budget: Option<Arc<SharedCounter>>,
+    pub stats: StatsTable,
+    /// Process mode: counters of workers already reaped, per slot.
+    pub retired: Vec<Snapshot>,
+    pub readiness: Arc<PhaseCell>,
+    pub reloader: Option<Reloader>,
+    pub identity: Identity,
+}
+
+impl<F> Live<F> {
+    /// The resources of a generation from `config` on `listeners`.
+    pub(crate) fn resources(
+        &mut self,
+        config: Arc<Config>,
+        listeners: Arc<ListenerPlan>,
+    ) -> Result<Resources, Error> {
+        let tls = match &config.tls {
+            None => None,
+            Some(t) => {
+                let source = match &t.source {
+                    TlsSource::Files { cert, key } => identity::Source::Files { cert, key },
+                    TlsSource::SelfSigned => identity::Source::SelfSigned,
+                };
+                let addrs: Vec<_> = (listeners.addrs.iter().zip(&listeners.tls))
+                    .filter(|(_, tls)| **tls)
+                    .map(|(a, _)| *a)
+                    .collect();
+                Some(
+                    self.identity
+                        .for_generation(source, &addrs, t.ticket_rotate)?,
+                )
+            }
+        };
+        Ok(Resources {
+            config,
+            listeners: Some(listeners),
+            tls,
+        })
+    }
+
+    fn stats_for(&self, slot: usize) -> Arc<WorkerStats> {
+        if let Ok(mut t) = self.stats.write() {
+            while t.len() <= slot {
+                t.push(Arc::new(WorkerStats::default()));
+            }
+            return t[slot].clone();
+        }
+        Arc::new(WorkerStats::default())
+    }
+}
+
+impl<F: HandlerFactory> Host for Live<F> {
+    type Member = Member;
+    type Plan = Resources;
+
+    fn spawn(&mut self, generation: u64, plan: &Resources, slot: usize) -> Result<Member, Error> {
+        let stats = self.stats_for(slot);
+        let listeners = plan.listeners.as_ref().ok_or(Error::Spawn {
+            worker: slot,
+            source: std::io::Error::other("listeners already closed"),
+        })?;
+        let s = Spawn {
+            generation,
+            slot,
+            config: &plan.config,
+            sockets: &listeners.per_worker[slot],
+            factory: &self.factory,
+            stats: &stats,
+            budget: self.budget.as_ref(),
+            events: &self.events,
+            tls_flags: &listeners.tls,
+            tls: plan.tls.as_ref(),
+        };
+        let member = match (&self.watcher, plan.config.isolation) {
+            (Some(w), Isolation::Process) => Member::process(s, &self.exe, w),
+            _ => Member::thread(s),
+        };
+        member.map_err(|source| Error::Spawn {
+            worker: slot,
+            source,
+        })
+    }
+
+    fn reload(&mut self, current: &Resources) -> Option<Resources> {
+        let Some(reloader) = self.reloader.as_mut() else {
+            tracing::warn!("SIGHUP: no config source to reload from; still serving");
+            return None;
+        };
+        // sd_notify(3): RELOADING=1 carries MONOTONIC_USEC so systemd
+        // (Type=notify-reload) can match it to the reload it asked for.
+        match sd_notify::NotifyState::monotonic_usec_now() {
+            Ok(now) => notify(&[sd_notify::NotifyState::Reloading, now]),
+            Err(_) => notify(&[sd_notify::NotifyState::Reloading]),
+        }
+        let refused = |why: &dyn std::fmt::Display| {
+            tracing::error!("reload refused: {why}; still serving the old configuration");
+            notify(&[sd_notify::NotifyState::Ready]);
+        };
+        let config = match reloader() {
+            Ok(c) => c,
+            Err(e) => {
+                refused(&format_args!("bad configuration: {e}"));
+                return None;
+            }
+        };
+        let old = current.listeners.as_ref()?;
+        let listeners = match listeners_for(&current.config, &config, old) {
+            Err(refusal) => {
+                refused(&refusal);
+                return None;
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "reload failed: cannot set up the new listeners; still serving");
+                notify(&[sd_notify::NotifyState::Ready]);
+                return None;
+            }
+            Ok(Ok(l)) => l,
+        };
+        match self.resources(Arc::new(config), listeners) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!(error = %e, "reload failed: still serving the old one");
+                notify(&[sd_notify::NotifyState::Ready]);
+                None
+            }
+        }
+    }
+
+    fn notify(&mut self, notice: Notice) {
+        match notice {
+            Notice::Ready => {
+                self.readiness.set(Readiness::Ready);
+                notify(&[sd_notify::NotifyState::Ready]);
+            }
+            Notice::Stopping => {
+                self.readiness.set(Readiness::Draining);
+                notify(&[sd_notify::NotifyState::Stopping]);
+            }
+        }
+    }
+
+    fn publish(&mut self, slot: usize, live: &Snapshot) {
+        let stats = self.stats_for(slot);
+        match self.isolation {
+            Isolation::Process => {
+                let mut total = *live;
+                if let Some(r) = self.retired.get(slot) {
+                    total.add(r);
+                }
+                total.store(&stats);
+            }
+            Isolation::Thread => {
+                // Threads count into the shared atomics directly; only the
+                // beat-borne figures are stored.
+                use std::sync::atomic::Ordering::Relaxed;
+                stats.rss_bytes.store(live.rss_bytes, Relaxed);
+                stats.cpu_micros.store(live.cpu_micros, Relaxed);
+            }
+        }
+    }
+
+    fn retire(&mut self, slot: usize, last: &Snapshot) -> bool {
+        if self.isolation != Isolation::Process {
+            return false;
+        }
+        while self.retired.len() <= slot {
+            self.retired.push(Snapshot::default());
+        }
+        self.retired[slot].add(&Snapshot {
+            connections_open: 0,
+            rss_bytes: 0,
+            ..*last
+        });
+        true
+    }
+}
