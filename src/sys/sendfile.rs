@@ -8,24 +8,21 @@
 //! EAGAIN to the event loop instead of blocking the worker thread.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// Send up to `count` bytes of `file` from `*offset` to socket `sock`,
 /// advancing `*offset` by what was sent.
-///
-/// `sock` must be a socket fd owned by the calling connection for the
-/// duration of the call (a `TcpStream` it holds).
 pub fn sendfile_at(
-    sock: RawFd,
+    sock: BorrowedFd<'_>,
     file: BorrowedFd<'_>,
     offset: &mut u64,
     count: usize,
 ) -> io::Result<usize> {
     let mut off = libc::off_t::try_from(*offset)
         .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-    // SAFETY: `off` is a valid, writable off_t for the call; the fds are open
-    // (the file by the borrow, the socket by the caller's contract).
-    let n = unsafe { libc::sendfile(sock, file.as_raw_fd(), &mut off, count) };
+    // SAFETY: `off` is a valid, writable off_t for the call; both fds are
+    // borrowed, so open.
+    let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, count) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -33,10 +30,11 @@ pub fn sendfile_at(
     Ok(n as usize)
 }
 
-/// Set or clear O_NONBLOCK on `fd` (a socket the caller owns); returns
-/// whether it was set before, so the caller can restore it.
-pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<bool> {
-    // SAFETY: F_GETFL reads the flags of an fd the caller owns; no memory.
+/// Set or clear O_NONBLOCK on `fd`; returns whether it was set before, so
+/// the caller can restore it.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<bool> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: F_GETFL reads the flags of a borrowed (open) fd; no memory.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags < 0 {
         return Err(io::Error::last_os_error());
@@ -48,7 +46,7 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<bool> {
         } else {
             flags & !libc::O_NONBLOCK
         };
-        // SAFETY: F_SETFL with an int argument on an fd the caller owns.
+        // SAFETY: F_SETFL with an int argument on the same borrowed fd.
         if unsafe { libc::fcntl(fd, libc::F_SETFL, new) } < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -56,15 +54,15 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<bool> {
     Ok(was)
 }
 
-/// Set or clear TCP_CORK on socket `fd` (owned by the caller): while set,
-/// the kernel sends only full segments; clearing it flushes the rest.
-pub fn set_cork(fd: RawFd, on: bool) -> io::Result<()> {
+/// Set or clear TCP_CORK on socket `fd`: while set, the kernel sends only
+/// full segments; clearing it flushes the rest.
+pub fn set_cork(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     let v: libc::c_int = i32::from(on);
     // SAFETY: `v` is a valid c_int for the duration of the call and the
-    // length passed is its size; `fd` is a socket the caller owns.
+    // length passed is its size; `fd` is borrowed, so open.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_CORK,
             (&v as *const libc::c_int).cast(),

@@ -6,7 +6,7 @@
 //! listening sockets systemd passes as fds 3.. (sd_listen_fds(3)).
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Which directions to shut down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,36 +20,69 @@ pub enum Shutdown {
     Both,
 }
 
-/// `shutdown(2)` on a connection fd registered by its owner.
+/// A connection's socket as the worker's registry knows it: taken from a
+/// borrow of the stream when the connection registers, used to shut it
+/// down from outside its task (drain, force-close).
 ///
-/// The caller guarantees `fd` is open and owned by a live connection on the
-/// calling thread (the worker's registry removes an entry before its stream
-/// closes, and only the same thread calls this), so it cannot name an
-/// unrelated, reused descriptor.
-pub fn shutdown_registered(fd: RawFd, how: Shutdown) -> io::Result<()> {
-    let how = match how {
-        Shutdown::Read => libc::SHUT_RD,
-        Shutdown::Write => libc::SHUT_WR,
-        Shutdown::Both => libc::SHUT_RDWR,
-    };
-    // SAFETY: shutdown takes no pointers; per the contract above `fd` is a
-    // live socket owned by a connection of this thread.
-    let rc = unsafe { libc::shutdown(fd, how) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// It holds the descriptor number, not a borrow (the registry outlives
+/// none of its connections but cannot name their lifetimes). The registry
+/// removes an entry before its stream closes, and only the worker's own
+/// thread uses it, so it cannot name an unrelated, reused descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered(RawFd);
+
+impl Registered {
+    pub fn new(fd: BorrowedFd<'_>) -> Registered {
+        Registered(fd.as_raw_fd())
     }
+
+    /// A token naming no descriptor (its shutdowns fail with EBADF), for
+    /// tests of the registry's bookkeeping.
+    pub fn detached() -> Registered {
+        Registered(-1)
+    }
+
+    /// `shutdown(2)` the connection.
+    pub fn shutdown(self, how: Shutdown) -> io::Result<()> {
+        let how = match how {
+            Shutdown::Read => libc::SHUT_RD,
+            Shutdown::Write => libc::SHUT_WR,
+            Shutdown::Both => libc::SHUT_RDWR,
+        };
+        // SAFETY: shutdown takes no pointers; per the type's contract the
+        // fd is a live socket owned by a connection of this thread (or -1,
+        // which fails with EBADF).
+        let rc = unsafe { libc::shutdown(self.0, how) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+/// The socket of a monoio stream, borrowed for as long as the stream is.
+pub fn stream_fd(stream: &monoio::net::TcpStream) -> BorrowedFd<'_> {
+    // SAFETY: a monoio TcpStream owns its socket until it is dropped, and
+    // the borrow cannot outlive `stream`.
+    unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) }
+}
+
+/// The socket of a monoio listener, borrowed for as long as it is.
+pub fn listener_fd(listener: &monoio::net::TcpListener) -> BorrowedFd<'_> {
+    // SAFETY: a monoio TcpListener owns its socket until it is dropped, and
+    // the borrow cannot outlive `listener`.
+    unsafe { BorrowedFd::borrow_raw(listener.as_raw_fd()) }
 }
 
 /// accept4(2) without waiting, on a listening socket the caller owns;
 /// the new connection comes back owned (and close-on-exec).
-pub fn accept_nonblocking(listener: RawFd) -> io::Result<OwnedFd> {
+pub fn accept_nonblocking(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: null address pointers are allowed (we do not want the peer
-    // address); `listener` is a live listening socket of the caller.
+    // address); `listener` is borrowed, so open for the call.
     let fd = unsafe {
         libc::accept4(
-            listener,
+            listener.as_raw_fd(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,

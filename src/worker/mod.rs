@@ -28,7 +28,6 @@ mod registry;
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -488,7 +487,10 @@ async fn admit<H: Handler>(
         }
     }
     // Register before spawning, so the cap check in the accept loop sees it.
-    let registration = ctx.registry.register(stream.as_raw_fd(), tls.is_some());
+    let registration = ctx.registry.register(
+        crate::sys::socket::Registered::new(crate::sys::socket::stream_fd(&stream)),
+        tls.is_some(),
+    );
     match tls {
         Some(config) => {
             monoio::spawn(conn::serve_tls(
@@ -517,15 +519,17 @@ async fn sweep_queue<H: Handler>(
     tls: &Option<Arc<rustls::ServerConfig>>,
 ) {
     loop {
-        let fd = match crate::sys::socket::accept_nonblocking(listener.as_raw_fd()) {
-            Ok(fd) => fd,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "queue sweep stopped");
-                return;
-            }
-        };
+        let fd =
+            match crate::sys::socket::accept_nonblocking(crate::sys::socket::listener_fd(listener))
+            {
+                Ok(fd) => fd,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "queue sweep stopped");
+                    return;
+                }
+            };
         let std_stream = std::net::TcpStream::from(fd);
         // Each driver wants its sockets as its own accept makes them:
         // non-blocking for epoll, blocking for io_uring.

@@ -20,14 +20,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
-use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use slab::Slab;
 
-use crate::sys::socket::{shutdown_registered, Shutdown};
+use crate::sys::socket::{Registered, Shutdown};
 
 /// How often the sweeper checks parked connections: the resolution of the
 /// keep-alive timeout for them (they are cut at most this much late).
@@ -39,7 +38,7 @@ pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 pub(crate) const DRAIN_LINGER: Duration = Duration::from_secs(1);
 
 struct Entry {
-    fd: RawFd,
+    fd: Registered,
     /// TLS: a drain must let the task say close_notify before any FIN.
     tls: bool,
     state: Rc<State>,
@@ -131,7 +130,7 @@ impl Registry {
         }
     }
 
-    pub(crate) fn register(self: &Rc<Self>, fd: RawFd, tls: bool) -> Registration {
+    pub(crate) fn register(self: &Rc<Self>, fd: Registered, tls: bool) -> Registration {
         // Not idle until answered once: a client that just connected is
         // about to send its first request, and a drain answers it (with
         // `Connection: close`) rather than closing it unanswered.
@@ -159,7 +158,7 @@ impl Registry {
             let until = e.state.parked.get();
             if until != 0 && tick >= until {
                 e.state.parked.set(0);
-                let _ = shutdown_registered(e.fd, Shutdown::Read);
+                let _ = e.fd.shutdown(Shutdown::Read);
                 cut += 1;
             }
         }
@@ -184,11 +183,11 @@ impl Registry {
                 continue;
             }
             if e.tls {
-                let _ = shutdown_registered(e.fd, Shutdown::Read);
+                let _ = e.fd.shutdown(Shutdown::Read);
                 continue;
             }
-            if shutdown_registered(e.fd, Shutdown::Write).is_err() {
-                let _ = shutdown_registered(e.fd, Shutdown::Read);
+            if e.fd.shutdown(Shutdown::Write).is_err() {
+                let _ = e.fd.shutdown(Shutdown::Read);
                 continue;
             }
             e.state.half_closed.set(true);
@@ -203,7 +202,7 @@ impl Registry {
     pub(crate) fn cut_all(&self) -> usize {
         let entries = self.entries.borrow();
         for (_, e) in entries.iter() {
-            let _ = shutdown_registered(e.fd, Shutdown::Both);
+            let _ = e.fd.shutdown(Shutdown::Both);
         }
         entries.len()
     }
@@ -268,8 +267,8 @@ mod tests {
         let registry = Rc::new(Registry::new(None));
         // Not a real socket: the shutdown fails quietly, the count is what
         // is tested.
-        let parked = registry.register(-1, false);
-        let busy = registry.register(-1, false);
+        let parked = registry.register(Registered::detached(), false);
+        let busy = registry.register(Registered::detached(), false);
         parked.park(SWEEP_INTERVAL * 3);
         busy.set_idle(false);
         assert_eq!(registry.sweep(), 0);
@@ -282,7 +281,7 @@ mod tests {
     #[test]
     fn unparking_stops_the_clock() {
         let registry = Rc::new(Registry::new(None));
-        let conn = registry.register(-1, false);
+        let conn = registry.register(Registered::detached(), false);
         conn.park(SWEEP_INTERVAL * 2);
         registry.sweep();
         conn.unpark();

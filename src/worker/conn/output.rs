@@ -27,7 +27,7 @@
 //! when the connection goes idle ([`Output::release`]).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
@@ -40,6 +40,7 @@ use crate::http::response::write_head;
 use crate::http::{Body, FileRange, Part, Persistence, Response};
 use crate::sys::iovec::IoSlices;
 use crate::sys::sendfile;
+use crate::sys::socket::stream_fd;
 
 /// Queued response bytes (heads and in-memory bodies) past which no more
 /// pipelined requests are taken until the queue is written. Large enough that
@@ -167,7 +168,7 @@ impl Output {
         // files go out, so the body leaves in full segments.
         let corked = has_file
             && match stream.tcp() {
-                Some(tcp) => sendfile::set_cork(tcp.as_raw_fd(), true).is_ok(),
+                Some(tcp) => sendfile::set_cork(stream_fd(tcp), true).is_ok(),
                 None => false,
             };
         let mut slot = Slot(self.slices.take());
@@ -177,7 +178,7 @@ impl Output {
         if corked {
             // Uncorking pushes out the last partial segment.
             if let Some(tcp) = stream.tcp() {
-                let _ = sendfile::set_cork(tcp.as_raw_fd(), false);
+                let _ = sendfile::set_cork(stream_fd(tcp), false);
             }
         }
         result
@@ -278,14 +279,13 @@ async fn timed<T>(
 /// socket non-blocking meanwhile so a slow reader parks this task, not the
 /// worker. Falls back to buffered reads where sendfile is refused.
 async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) -> io::Result<()> {
-    let fd = stream.as_raw_fd();
-    let was_nonblocking = sendfile::set_nonblocking(fd, true)?;
+    let was_nonblocking = sendfile::set_nonblocking(stream_fd(stream), true)?;
     let mut offset = file.offset;
     let end = file.offset + file.len;
     let mut result = Ok(());
     while offset < end {
         let want = ((end - offset) as usize).min(SENDFILE_CHUNK_BYTES);
-        match sendfile::sendfile_at(fd, file.file.as_fd(), &mut offset, want) {
+        match sendfile::sendfile_at(stream_fd(stream), file.file.as_fd(), &mut offset, want) {
             Ok(0) => {
                 result = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
                 break;
@@ -307,7 +307,7 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
                 // This file system cannot sendfile: copy through a buffer.
-                sendfile::set_nonblocking(fd, was_nonblocking)?;
+                sendfile::set_nonblocking(stream_fd(stream), was_nonblocking)?;
                 let rest = FileRange {
                     file: file.file.clone(),
                     offset,
@@ -321,7 +321,7 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
             }
         }
     }
-    if let Err(e) = sendfile::set_nonblocking(fd, was_nonblocking) {
+    if let Err(e) = sendfile::set_nonblocking(stream_fd(stream), was_nonblocking) {
         result = result.and(Err(e));
     }
     result
