@@ -7,9 +7,8 @@
 use std::process::ExitCode;
 
 use bytes::Bytes;
-use clap::Parser;
 use servery::app::{Handler, MakeError};
-use servery::cli::{self, Cli};
+use servery::cli;
 use servery::http::response::prebuild_head;
 use servery::http::{Body, Fields, Head, Response, Status};
 
@@ -55,8 +54,10 @@ impl Handler for Hello {
 
 fn main() -> ExitCode {
     servery::telemetry::init_logging("warn");
-    let result = cli::run(Cli::parse(), |_config| {
-        |_worker: usize| Ok::<_, MakeError>(Hello::new())
+    let result = cli::parse().and_then(|cli| {
+        cli::run(cli, |_config| {
+            |_worker: usize| Ok::<_, MakeError>(Hello::new())
+        })
     });
     result.unwrap_or_else(|e| cli::report(&e))
 }

@@ -65,7 +65,7 @@ fn accepted_sockets_have_nodelay(driver: &str) {
         root: Some(std::env::temp_dir()),
         bind: Some(vec!["127.0.0.1:0".into()]),
         no_pin: true,
-        driver: Some(driver.into()),
+        driver: Some(driver.parse().unwrap()),
         ..RawConfig::default()
     }
     .validate()

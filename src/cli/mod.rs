@@ -69,6 +69,36 @@ impl ServeArgs {
     }
 }
 
+/// Parse the process's arguments. `--help`, `--version` and usage errors end
+/// the process as clap does; a word a setting does not take (`--driver
+/// kqueue`) is a refused configuration like any other bad value (exit 2,
+/// `servery: --driver: ...`).
+pub fn parse() -> anyhow::Result<Cli> {
+    Cli::try_parse().or_else(|e| match unknown_choice(&e) {
+        Some(refused) => Err(ConfigRefused(refused).into()),
+        None => e.exit(),
+    })
+}
+
+/// The config error for clap's "invalid value" of a word-valued setting.
+fn unknown_choice(e: &clap::Error) -> Option<crate::config::Error> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidValue {
+        return None;
+    }
+    let text = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    // The argument as clap shows it: `--driver <auto|uring|epoll>`.
+    let flag = text(ContextKind::InvalidArg)?.split(' ').next()?;
+    let word = text(ContextKind::InvalidValue)?;
+    let Some(ContextValue::Strings(allowed)) = e.get(ContextKind::ValidValue) else {
+        return None;
+    };
+    crate::config::Error::unknown_choice(flag, word, allowed)
+}
+
 /// Run the command line with the handler `make` builds from the config.
 pub fn run<F, M>(cli: Cli, make: M) -> anyhow::Result<ExitCode>
 where
@@ -152,5 +182,38 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
         ExitCode::from(2)
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn refusal(args: &[&str]) -> Option<String> {
+        let e = Cli::try_parse_from(args).unwrap_err();
+        unknown_choice(&e).map(|c| c.to_string())
+    }
+
+    #[test]
+    fn a_word_a_setting_does_not_take_is_a_refused_setting() {
+        assert_eq!(
+            refusal(&["servery", "check-config", "--driver", "kqueue"]).as_deref(),
+            Some("--driver: \"kqueue\" is not a choice; use auto, uring or epoll")
+        );
+        assert_eq!(
+            refusal(&["servery", "serve", "--isolation="]).as_deref(),
+            Some("--isolation: \"\" is not a choice; use thread or process")
+        );
+    }
+
+    #[test]
+    fn other_usage_errors_stay_clap_errors() {
+        assert_eq!(refusal(&["servery", "serve", "--bogus"]), None);
+        assert_eq!(
+            refusal(&["servery", "serve", "--drain-timeout", "abc"]),
+            None
+        );
     }
 }

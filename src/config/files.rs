@@ -1,0 +1,329 @@
+//! What the static file handler serves and how: the root, `--symlinks`,
+//! `--dotfiles`, `--index`, `--autoindex`, `--cache-control`, the
+//! `[[headers]]` rules and the file caches.
+//!
+//! Owns [`FilesConfig`] and the rules of those settings: the root is an
+//! existing directory, an index is a bare file name, a header rule's path
+//! starts with `/` and sets only fields the server does not compute, no value
+//! carries a line break. Does not own serving (`static_files`).
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::choice::choice;
+use super::raw::Checked;
+use super::setting::{Echo, Field};
+use super::{invalid, Error};
+
+/// Served when no root is given: the current directory, like
+/// `python -m http.server`.
+pub const DEFAULT_ROOT: &str = ".";
+/// Links that stay under the root are followed; none can leak files above it.
+pub const DEFAULT_SYMLINKS: Symlinks = Symlinks::Inside;
+/// Dotfiles (`.git/`, `.env`) are usually secrets or tooling, not content.
+pub const DEFAULT_DOTFILES: Dotfiles = Dotfiles::Deny;
+/// nginx's default index name.
+pub const DEFAULT_INDEX: &str = "index.html";
+/// A replaced file is served new within this many seconds.
+pub const DEFAULT_FILE_CACHE_TTL_S: f64 = 1.0;
+/// Open-file cache entries per worker (nginx examples use 1000–10000).
+pub const DEFAULT_FILE_CACHE_ENTRIES: usize = 4096;
+/// Files up to 64 KiB are answered from memory with one write.
+pub const DEFAULT_SMALL_FILE_MAX_BYTES: u64 = 64 * 1024;
+/// Memory for small files per worker: about a thousand 64 KiB files.
+pub const DEFAULT_MEMORY_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Longest `--file-cache-ttl`: an hour-old view of the disk is the most a
+/// cache may serve.
+const MAX_FILE_CACHE_TTL_S: f64 = 3600.0;
+/// Largest `--small-file-max`: above this, zero-copy sends beat a copy.
+const MAX_SMALL_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Fields the server computes; a rule that set them would corrupt framing or
+/// validators.
+const RESERVED_FIELDS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "content-range",
+    "content-encoding",
+    "etag",
+    "last-modified",
+    "date",
+];
+
+choice! {
+    /// How the file handler treats symbolic links.
+    pub enum Symlinks {
+        /// Links whose resolution stays under the root are followed (openat2
+        /// RESOLVE_BENEATH); escaping ones are refused.
+        Inside = "inside",
+        /// No link is followed (RESOLVE_NO_SYMLINKS).
+        Never = "never",
+        /// Links are followed anywhere (the request path itself still cannot
+        /// climb above the root).
+        Follow = "follow",
+    }
+}
+
+choice! {
+    /// Whether paths with a segment starting with `.` are served.
+    pub enum Dotfiles {
+        /// Answered 404, as if absent.
+        Deny = "deny",
+        /// Served like any file.
+        Allow = "allow",
+    }
+}
+
+/// One `[[headers]]` table of the config file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderRuleRaw {
+    /// A path glob: `*` within a segment, `**` across segments, `?` one byte.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// Header fields to set on matching responses.
+    pub set: BTreeMap<String, String>,
+}
+
+/// A validated `[[headers]]` rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderRule {
+    pub pattern: String,
+    pub set: Vec<(String, String)>,
+}
+
+impl Echo<Option<Vec<HeaderRuleRaw>>> for Vec<HeaderRule> {
+    fn echo(&self) -> Option<Vec<HeaderRuleRaw>> {
+        let raw = self.iter().map(|r| HeaderRuleRaw {
+            pattern: r.pattern.clone(),
+            set: r.set.iter().cloned().collect(),
+        });
+        Some(raw.collect())
+    }
+}
+
+/// Settings of the static file handler.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    pub symlinks: Symlinks,
+    /// Serve paths with a segment starting with `.`.
+    pub dotfiles: bool,
+    pub index: Vec<String>,
+    pub autoindex: bool,
+    pub cache_control: Option<String>,
+    pub rules: Vec<HeaderRule>,
+    pub file_cache_ttl: Duration,
+    pub file_cache_entries: NonZeroUsize,
+    pub small_file_max: u64,
+    pub memory_cache_bytes: usize,
+}
+
+impl FilesConfig {
+    pub(super) fn new(c: &Checked) -> FilesConfig {
+        FilesConfig {
+            symlinks: c.symlinks,
+            dotfiles: c.dotfiles == Dotfiles::Allow,
+            index: c.index.clone(),
+            autoindex: c.autoindex,
+            cache_control: c.cache_control.clone(),
+            rules: c.headers.clone(),
+            file_cache_ttl: c.file_cache_ttl,
+            file_cache_entries: c.file_cache_entries,
+            small_file_max: c.small_file_max,
+            memory_cache_bytes: c.memory_cache_bytes,
+        }
+    }
+}
+
+/// The root: an existing directory. It is the argument, not a flag, so its
+/// errors name it `root`.
+pub(crate) fn root(field: Field, root: PathBuf) -> Result<PathBuf, Error> {
+    match std::fs::metadata(&root) {
+        Ok(m) if m.is_dir() => Ok(root),
+        Ok(_) => Err(invalid(
+            field.key,
+            format!(
+                "{} is not a directory; give the directory to serve",
+                root.display()
+            ),
+        )),
+        Err(e) => Err(invalid(
+            field.key,
+            format!(
+                "cannot open {}: {e}; give an existing directory",
+                root.display()
+            ),
+        )),
+    }
+}
+
+/// `--index`: bare file names, tried in order.
+pub(crate) fn index_names(field: Field, names: Vec<String>) -> Result<Vec<String>, Error> {
+    for name in &names {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(field.invalid(format!(
+                "{name:?} is not a file name; give a name like index.html"
+            )));
+        }
+    }
+    Ok(names)
+}
+
+/// `--cache-control`: a header field value.
+pub(crate) fn cache_control(field: Field, v: String) -> Result<String, Error> {
+    field_value(field.flag, &v)?;
+    Ok(v)
+}
+
+/// `[[headers]]`: each path a glob from `/`, each field a token the server
+/// does not compute, each value one line.
+pub(crate) fn header_rules(_: Field, raw: Vec<HeaderRuleRaw>) -> Result<Vec<HeaderRule>, Error> {
+    let mut rules = Vec::new();
+    for rule in raw {
+        if !rule.pattern.starts_with('/') {
+            return Err(invalid(
+                "headers.match",
+                format!("{:?} must start with / (e.g. \"/assets/**\")", rule.pattern),
+            ));
+        }
+        let mut set = Vec::new();
+        for (name, value) in rule.set {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(invalid(
+                    "headers.set",
+                    format!("{name:?} is not a header name"),
+                ));
+            }
+            if RESERVED_FIELDS.contains(&name.to_ascii_lowercase().as_str()) {
+                return Err(invalid(
+                    "headers.set",
+                    format!("{name} is set by the server itself and cannot be overridden"),
+                ));
+            }
+            field_value("headers.set", &value)?;
+            set.push((name, value));
+        }
+        rules.push(HeaderRule {
+            pattern: rule.pattern,
+            set,
+        });
+    }
+    Ok(rules)
+}
+
+/// A header field value is one line without NUL (RFC 9110 §5.5).
+fn field_value(field: &'static str, v: &str) -> Result<(), Error> {
+    if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(invalid(
+            field,
+            format!("{v:?} contains a line break or NUL"),
+        ));
+    }
+    Ok(())
+}
+
+/// `--file-cache-ttl`: seconds in `[0, MAX_FILE_CACHE_TTL_S]`; 0 checks the
+/// disk on every request.
+pub(crate) fn cache_ttl(field: Field, ttl: f64) -> Result<Duration, Error> {
+    if !(ttl.is_finite() && (0.0..=MAX_FILE_CACHE_TTL_S).contains(&ttl)) {
+        return Err(field.invalid(format!(
+            "{ttl} is not in [0, {MAX_FILE_CACHE_TTL_S}] seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(ttl))
+}
+
+/// `--small-file-max`: at most [`MAX_SMALL_FILE_BYTES`].
+pub(crate) fn small_file_max(field: Field, n: u64) -> Result<u64, Error> {
+    if n > MAX_SMALL_FILE_BYTES {
+        return Err(field.invalid(format!(
+            "{n} is above 16 MiB; larger files are sent zero-copy"
+        )));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::{err, raw};
+    use crate::config::RawConfig;
+
+    fn rule(pattern: &str, name: &str, value: &str) -> RawConfig {
+        RawConfig {
+            headers: Some(vec![HeaderRuleRaw {
+                pattern: pattern.into(),
+                set: [(name.to_owned(), value.to_owned())].into(),
+            }]),
+            ..raw()
+        }
+    }
+
+    #[test]
+    fn header_rules_name_the_part_that_is_wrong() {
+        assert!(err(rule("x", "X", "1")).starts_with("headers.match: \"x\" must start with /"));
+        assert_eq!(
+            err(rule("/x", "bad name", "1")),
+            "headers.set: \"bad name\" is not a header name"
+        );
+        assert_eq!(
+            err(rule("/x", "ETag", "1")),
+            "headers.set: ETag is set by the server itself and cannot be overridden"
+        );
+        assert_eq!(
+            err(rule("/x", "X", "a\r\nb")),
+            "headers.set: \"a\\r\\nb\" contains a line break or NUL"
+        );
+    }
+
+    #[test]
+    fn a_root_that_is_a_file_is_refused_as_root() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let r = RawConfig {
+            root: Some(file.path().into()),
+            ..RawConfig::default()
+        };
+        assert!(err(r).starts_with("root: "));
+    }
+
+    #[test]
+    fn file_settings_reach_the_handler() {
+        let r = RawConfig {
+            dotfiles: Some(Dotfiles::Allow),
+            symlinks: Some(Symlinks::Never),
+            index: Some(vec!["a.htm".into()]),
+            file_cache_ttl: Some(0.0),
+            ..rule("/a/**", "X-A", "b")
+        };
+        let c = crate::config::tests::ok(r).files;
+        assert!(c.dotfiles);
+        assert_eq!(c.symlinks, Symlinks::Never);
+        assert_eq!(c.index, ["a.htm"]);
+        assert_eq!(c.file_cache_ttl, Duration::ZERO);
+        assert_eq!(c.rules[0].set, [("X-A".to_owned(), "b".to_owned())]);
+    }
+
+    #[test]
+    fn cache_bounds_are_named() {
+        let r = RawConfig {
+            file_cache_ttl: Some(3601.0),
+            ..raw()
+        };
+        assert_eq!(err(r), "--file-cache-ttl: 3601 is not in [0, 3600] seconds");
+        let r = RawConfig {
+            index: Some(vec!["..".into()]),
+            ..raw()
+        };
+        assert!(err(r).starts_with("--index: \"..\" is not a file name"));
+    }
+}

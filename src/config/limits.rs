@@ -1,0 +1,117 @@
+//! What one client may cost a worker: connection caps, per-connection
+//! timeouts, lingering close, and the request head limits.
+//!
+//! Owns those defaults and their bounds (`--max-connections`,
+//! `--max-connections-total`, `--header-timeout`, `--keepalive-timeout`,
+//! `--send-timeout`, `--lingering-*`, `--max-head-bytes`, `--max-headers`).
+//! Does not own enforcing them (`worker`, `http::parse`).
+
+use std::ops::RangeInclusive;
+
+use super::raw::Checked;
+use super::setting::Field;
+use super::Error;
+use crate::http::Limits;
+
+/// Per-worker connection cap, like nginx's `worker_connections` order of size.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
+/// Time to receive a whole request head (nginx `client_header_timeout` 60 s;
+/// shorter here because slowloris clients hold memory per connection).
+pub const DEFAULT_HEADER_TIMEOUT_S: f64 = 20.0;
+/// Idle time between requests on a kept-alive connection (nginx uses 75 s).
+pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
+/// A client that takes no response bytes for this long is dropped (nginx
+/// `send_timeout` is 60 s).
+pub const DEFAULT_SEND_TIMEOUT_S: f64 = 60.0;
+/// Longest lingering close in all (nginx `lingering_time` 30 s): time for a
+/// client still sending after an error to stop and read the answer.
+pub const DEFAULT_LINGERING_TIME_S: f64 = 30.0;
+/// Silence that ends a lingering close early (nginx `lingering_timeout` 5 s).
+pub const DEFAULT_LINGERING_TIMEOUT_S: f64 = 5.0;
+/// Most bytes discarded by one lingering close: far above what a client has
+/// in flight when it sees the answer (a few socket buffers), small enough
+/// that a client streaming at line rate cannot keep a worker busy for the
+/// whole lingering time.
+pub const DEFAULT_LINGERING_BYTES: u64 = 16 * 1024 * 1024;
+// The head limits are the protocol core's defaults; config only validates
+// overrides of them.
+pub use crate::http::parse::{
+    DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_REQUEST_LINE_BYTES,
+};
+
+/// `--max-head-bytes`: a head must hold a request line and a few fields, and
+/// one head may not take a mebibyte of a worker's memory.
+pub(crate) const HEAD_BYTES: RangeInclusive<usize> = 1024..=1024 * 1024;
+/// `--max-headers`: at least one (`Host`), at most what the parser's
+/// fixed header array holds.
+pub(crate) const HEADERS: RangeInclusive<usize> = 1..=crate::http::parse::MAX_HEADERS_CEILING;
+
+/// `--lingering-bytes`: a lingering close must be able to discard something.
+pub(crate) fn lingering_bytes(field: Field, n: u64) -> Result<u64, Error> {
+    if n == 0 {
+        return Err(
+            field.invalid("must be at least 1; give the most bytes a lingering close may discard")
+        );
+    }
+    Ok(n)
+}
+
+/// `--max-connections-total`: a cap of 0 would admit nobody.
+pub(crate) fn total_connections(field: Field, n: u64) -> Result<u64, Error> {
+    if n == 0 {
+        return Err(field.invalid("0 would admit nobody; use 1 or more"));
+    }
+    Ok(n)
+}
+
+/// The protocol core's head limits; a request line never exceeds the head.
+pub(super) fn head(c: &Checked) -> Limits {
+    Limits {
+        max_head_bytes: c.max_head_bytes,
+        max_request_line_bytes: DEFAULT_MAX_REQUEST_LINE_BYTES.min(c.max_head_bytes),
+        max_headers: c.max_headers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::tests::{err, raw, set};
+    use crate::config::RawConfig;
+
+    #[test]
+    fn a_small_head_limit_also_bounds_the_request_line() {
+        let r = RawConfig {
+            max_head_bytes: Some(2048),
+            ..raw()
+        };
+        let c = r.validate_with(&set(&[0]), &[0]).unwrap();
+        assert_eq!(c.limits.max_head_bytes, 2048);
+        assert_eq!(c.limits.max_request_line_bytes, 2048);
+    }
+
+    #[test]
+    fn zero_caps_are_refused_with_the_reason() {
+        let r = RawConfig {
+            max_connections_total: Some(0),
+            ..raw()
+        };
+        assert_eq!(
+            err(r),
+            "--max-connections-total: 0 would admit nobody; use 1 or more"
+        );
+        let r = RawConfig {
+            lingering_bytes: Some(0),
+            ..raw()
+        };
+        assert!(err(r).starts_with("--lingering-bytes: must be at least 1"));
+    }
+
+    #[test]
+    fn head_limits_name_their_range() {
+        let r = RawConfig {
+            max_headers: Some(257),
+            ..raw()
+        };
+        assert_eq!(err(r), "--max-headers: 257 is outside 1..=256");
+    }
+}

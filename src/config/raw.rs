@@ -1,0 +1,462 @@
+//! Every setting, declared once: flag, TOML key, help, type as written,
+//! default and own rule, and how the effective config shows it.
+//!
+//! Owns [`RawConfig`] (generated from the declarations below by `settings!`,
+//! see `setting.rs`) and reading it from a file. Does not own the rules that
+//! tie settings together (`listen`, `workers`, `supervision`, `files`,
+//! `tls`) nor what the values mean.
+//!
+//! Reading a declaration `name: Raw => Checked = rule, shown |c| expr;`:
+//! - `name` is the TOML key and, with `-` for `_`, the flag `--name`; its
+//!   doc comment is the flag's help;
+//! - `Raw` is what the file or the flag holds (an `Option` may be left out);
+//! - `rule` makes it `Checked`: `or(DEFAULT, check)` supplies the default,
+//!   `optional(check)` leaves it unset, `as_is` takes it as written;
+//! - `expr` reads the value back from the validated `Config` `c` for the
+//!   effective config, in the file's units.
+//!
+//! The order below is the order of `--help`, of the effective config, and
+//! of the checks (the first error is reported).
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
+use super::limits::{
+    self, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
+    DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_SEND_TIMEOUT_S, HEADERS, HEAD_BYTES,
+};
+use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
+use super::setting::{
+    as_is, as_usize, optional, or, positive, seconds, settings, within, NotShown, DAY,
+};
+use super::supervision::{
+    ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
+    DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_ISOLATION, DEFAULT_MAX_RESTARTS,
+    DEFAULT_RESTART_WINDOW_S, DEFAULT_STARTUP_TIMEOUT_S,
+};
+use super::tls::{
+    self, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S, TLS_BIND_EXAMPLE, WEEK,
+};
+use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
+use super::Error;
+
+settings! {
+    /// The configuration as written: every field optional, merged file ← flags.
+    /// Field names are the flag names with `_` for `-`.
+    #[derive(Debug, Clone, Default, Serialize, Deserialize, clap::Args)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawConfig {
+        /// Directory to serve.
+        #[arg(skip)]
+        root: Option<PathBuf> => PathBuf = or(files::DEFAULT_ROOT.into(), files::root),
+            shown |c| c.root;
+        /// Address to listen on; repeat for several.
+        #[arg(long = "bind", value_name = "ADDR")]
+        bind: Option<Vec<String>> => Option<Vec<SocketAddr>> =
+            optional(listen::addrs(BIND_EXAMPLE)),
+            shown |c| c.binds;
+        /// Worker count, or `auto` for one per physical core.
+        #[arg(long, value_name = "N|auto")]
+        workers: Option<WorkerCount> => Workers =
+            or(WorkerCount::Count(DEFAULT_WORKERS), workers::count),
+            shown |c| c.workers;
+        /// CPUs to pin workers to, e.g. `0,2,4-6`.
+        #[arg(long, value_name = "LIST")]
+        cpus: Option<String> => Option<Vec<usize>> = optional(workers::cpu_list),
+            shown |c| c.cpus;
+        /// Do not pin workers to CPUs.
+        #[arg(long = "no-pin", action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        no_pin: bool => bool = as_is,
+            shown |c| c.cpus.is_none();
+        /// `reuseport` (a socket per worker) or `shared` (one socket, dup'ed).
+        #[arg(long, value_name = "reuseport|shared", hide_possible_values = true)]
+        listener: Option<ListenerMode> => ListenerMode = or(DEFAULT_LISTENER, as_is),
+            shown |c| c.listener;
+        /// I/O driver: `auto` (io_uring, else epoll), `uring` or `epoll`.
+        #[arg(long, value_name = "auto|uring|epoll", hide_possible_values = true)]
+        driver: Option<DriverChoice> => DriverChoice = or(DEFAULT_DRIVER, as_is),
+            shown |c| c.driver;
+        /// Seconds for every worker to become ready.
+        #[arg(long, value_name = "SECONDS")]
+        startup_timeout: Option<f64> => Duration = or(DEFAULT_STARTUP_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.startup_timeout;
+        /// Seconds in-flight requests get after SIGTERM before being cut.
+        #[arg(long, value_name = "SECONDS")]
+        drain_timeout: Option<f64> => Duration = or(DEFAULT_DRAIN_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.drain_timeout;
+        /// Seconds after SIGTERM when surviving workers are abandoned.
+        #[arg(long, value_name = "SECONDS")]
+        force_timeout: Option<f64> => Option<Duration> = optional(seconds(DAY)),
+            shown |c| c.force_timeout;
+        /// Open connections per worker.
+        #[arg(long, value_name = "N")]
+        max_connections: Option<u64> => NonZeroUsize = or(DEFAULT_MAX_CONNECTIONS as u64, positive),
+            shown |c| c.max_connections;
+        /// Seconds to receive a request head.
+        #[arg(long, value_name = "SECONDS")]
+        header_timeout: Option<f64> => Duration = or(DEFAULT_HEADER_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.header_timeout;
+        /// Seconds a kept-alive connection may idle.
+        #[arg(long, value_name = "SECONDS")]
+        keepalive_timeout: Option<f64> => Duration = or(DEFAULT_KEEPALIVE_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.keepalive_timeout;
+        /// Seconds a client may take to accept more response bytes.
+        #[arg(long, value_name = "SECONDS")]
+        send_timeout: Option<f64> => Duration = or(DEFAULT_SEND_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.send_timeout;
+        /// Seconds a lingering close may discard input in all.
+        #[arg(long, value_name = "SECONDS")]
+        lingering_time: Option<f64> => Duration = or(DEFAULT_LINGERING_TIME_S, seconds(DAY)),
+            shown |c| c.lingering_time;
+        /// Seconds of client silence that end a lingering close.
+        #[arg(long, value_name = "SECONDS")]
+        lingering_timeout: Option<f64> => Duration = or(DEFAULT_LINGERING_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.lingering_timeout;
+        /// Most bytes a lingering close discards.
+        #[arg(long, value_name = "BYTES")]
+        lingering_bytes: Option<u64> => u64 = or(DEFAULT_LINGERING_BYTES, limits::lingering_bytes),
+            shown |c| c.lingering_bytes;
+        /// Largest request head in bytes.
+        #[arg(long, value_name = "BYTES")]
+        max_head_bytes: Option<u64> => usize =
+            or(DEFAULT_MAX_HEAD_BYTES as u64, within(HEAD_BYTES)),
+            shown |c| c.limits.max_head_bytes;
+        /// Most header fields in a request.
+        #[arg(long, value_name = "N")]
+        max_headers: Option<u64> => usize = or(DEFAULT_MAX_HEADERS as u64, within(HEADERS)),
+            shown |c| c.limits.max_headers;
+        /// Address of the admin listener (/healthz, /readyz, /metrics).
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<String> => Option<SocketAddr> = optional(listen::addr(ADMIN_EXAMPLE)),
+            shown |c| c.admin;
+        /// Symlinks: `inside` (links that stay under the root), `never`, `follow`.
+        #[arg(long, value_name = "inside|never|follow", hide_possible_values = true)]
+        symlinks: Option<Symlinks> => Symlinks = or(files::DEFAULT_SYMLINKS, as_is),
+            shown |c| c.files.symlinks;
+        /// Dotfiles (`/.git/config`): `deny` (404) or `allow`.
+        #[arg(long, value_name = "deny|allow", hide_possible_values = true)]
+        dotfiles: Option<Dotfiles> => Dotfiles = or(files::DEFAULT_DOTFILES, as_is),
+            shown |c| if c.files.dotfiles { Dotfiles::Allow } else { Dotfiles::Deny };
+        /// Index file names tried for a directory, in order; repeatable.
+        #[arg(long, value_name = "NAME")]
+        index: Option<Vec<String>> => Vec<String> =
+            or(vec![files::DEFAULT_INDEX.into()], files::index_names),
+            shown |c| c.files.index;
+        /// List directories without an index file.
+        #[arg(long, action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        autoindex: bool => bool = as_is,
+            shown |c| c.files.autoindex;
+        /// `Cache-Control` value sent with every file response.
+        #[arg(long, value_name = "VALUE")]
+        cache_control: Option<String> => Option<String> = optional(files::cache_control),
+            shown |c| c.files.cache_control;
+        /// Seconds before a cached file is checked against the disk again.
+        #[arg(long, value_name = "SECONDS")]
+        file_cache_ttl: Option<f64> => Duration =
+            or(files::DEFAULT_FILE_CACHE_TTL_S, files::cache_ttl),
+            shown |c| c.files.file_cache_ttl;
+        /// Open files cached per worker.
+        #[arg(long, value_name = "N")]
+        file_cache_entries: Option<u64> => NonZeroUsize =
+            or(files::DEFAULT_FILE_CACHE_ENTRIES as u64, positive),
+            shown |c| c.files.file_cache_entries;
+        /// Files up to this many bytes are kept in memory.
+        #[arg(long, value_name = "BYTES")]
+        small_file_max: Option<u64> => u64 =
+            or(files::DEFAULT_SMALL_FILE_MAX_BYTES, files::small_file_max),
+            shown |c| c.files.small_file_max;
+        /// Memory for small files, per worker.
+        #[arg(long, value_name = "BYTES")]
+        memory_cache_bytes: Option<u64> => usize =
+            or(files::DEFAULT_MEMORY_CACHE_BYTES as u64, as_usize),
+            shown |c| c.files.memory_cache_bytes;
+        /// Per-path header rules (config file only): `[[headers]] match = "/assets/**"`
+        /// `set = { "Cache-Control" = "..." }`.
+        #[arg(skip)]
+        headers: Option<Vec<HeaderRuleRaw>> => Vec<HeaderRule> =
+            or(Vec::new(), files::header_rules),
+            shown |c| c.files.rules;
+        /// Workers as `thread`s of this process or as `process`es.
+        #[arg(long, value_name = "thread|process", hide_possible_values = true)]
+        isolation: Option<Isolation> => Isolation = or(DEFAULT_ISOLATION, as_is),
+            shown |c| c.isolation;
+        /// How worker processes are watched: `auto`, `pidfd` or `sigchld`.
+        #[arg(long, value_name = "auto|pidfd|sigchld", hide_possible_values = true)]
+        child_watch: Option<ChildWatchChoice> => ChildWatchChoice = or(DEFAULT_CHILD_WATCH, as_is),
+            shown |c| c.child_watch;
+        /// Crashed workers replaced within the restart window before giving up.
+        #[arg(long, value_name = "N")]
+        max_restarts: Option<u64> => usize = or(DEFAULT_MAX_RESTARTS, as_usize),
+            shown |c| c.max_restarts;
+        /// Seconds over which `--max-restarts` is counted.
+        #[arg(long, value_name = "SECONDS")]
+        restart_window: Option<f64> => Duration = or(DEFAULT_RESTART_WINDOW_S, seconds(DAY)),
+            shown |c| c.restart_window;
+        /// Seconds between health beats to each worker.
+        #[arg(long, value_name = "SECONDS")]
+        beat_interval: Option<f64> => Duration = or(DEFAULT_BEAT_INTERVAL_S, seconds(DAY)),
+            shown |c| c.beat_interval;
+        /// Seconds a worker has to answer a beat; two misses and it is replaced.
+        #[arg(long, value_name = "SECONDS")]
+        beat_timeout: Option<f64> => Duration = or(DEFAULT_BEAT_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.beat_timeout;
+        /// Open connections across all workers (default: per-worker cap only).
+        #[arg(long, value_name = "N")]
+        max_connections_total: Option<u64> => Option<u64> = optional(limits::total_connections),
+            shown |c| c.max_connections_total;
+        /// Address of a TLS listener; repeatable, beside plain `--bind`s.
+        #[arg(long, value_name = "ADDR")]
+        tls_bind: Option<Vec<String>> => Vec<SocketAddr> =
+            or(Vec::new(), listen::addrs(TLS_BIND_EXAMPLE)),
+            shown |c| tls::binds(&c.tls);
+        /// PEM certificate chain for the TLS listeners.
+        #[arg(long, value_name = "FILE")]
+        tls_cert: Option<PathBuf> => Option<PathBuf> = as_is,
+            shown |c| tls::cert(&c.tls);
+        /// PEM private key (RSA, ECDSA or Ed25519) of `--tls-cert`.
+        #[arg(long, value_name = "FILE")]
+        tls_key: Option<PathBuf> => Option<PathBuf> = as_is,
+            shown |c| tls::key(&c.tls);
+        /// Make a self-signed certificate for localhost and the bound addresses.
+        #[arg(long, action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        tls_self_signed: bool => bool = as_is,
+            shown |c| tls::self_signed(&c.tls);
+        // The TLS timers are checked like every setting but left out of the
+        // effective config, which has never listed them.
+        /// Seconds a client has to finish the TLS handshake.
+        #[arg(long, value_name = "SECONDS")]
+        tls_handshake_timeout: Option<f64> => Duration =
+            or(DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, seconds(WEEK)),
+            shown |_| NotShown;
+        /// Seconds between session-ticket key rotations.
+        #[arg(long, value_name = "SECONDS")]
+        tls_ticket_rotate: Option<f64> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
+            shown |_| NotShown;
+    }
+}
+
+impl RawConfig {
+    /// Read a TOML config file.
+    pub fn load(path: &Path) -> Result<RawConfig, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| Error::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command};
+
+    use super::*;
+    use crate::config::tests::{err, ok, raw};
+
+    #[test]
+    fn every_flag_is_its_key_in_kebab_case() {
+        let cmd = RawConfig::augment_args(Command::new("t"));
+        let longs: Vec<_> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
+        let flags: Vec<_> = FIELDS
+            .iter()
+            .filter(|f| !["root", "headers"].contains(&f.key))
+            .map(|f| f.flag.trim_start_matches("--"))
+            .collect();
+        assert_eq!(longs, flags);
+        assert_eq!(field::drain_timeout.flag, "--drain-timeout");
+        assert_eq!(field::no_pin.flag, "--no-pin");
+    }
+
+    #[test]
+    fn every_default_is_in_the_effective_config() {
+        let shown: toml::Table = ok(raw()).to_toml().parse().unwrap();
+        let float = |k: &str| shown[k].as_float().unwrap();
+        let int = |k: &str| shown[k].as_integer().unwrap() as u64;
+        let word = |k: &str| shown[k].as_str().unwrap().to_owned();
+        assert_eq!(shown["bind"][0].as_str(), Some(crate::config::DEFAULT_BIND));
+        assert_eq!(int("workers"), DEFAULT_WORKERS);
+        assert_eq!(word("listener"), DEFAULT_LISTENER.name());
+        assert_eq!(word("driver"), DEFAULT_DRIVER.name());
+        assert_eq!(float("startup_timeout"), DEFAULT_STARTUP_TIMEOUT_S);
+        assert_eq!(float("drain_timeout"), DEFAULT_DRAIN_TIMEOUT_S);
+        assert_eq!(
+            float("force_timeout"),
+            crate::config::DEFAULT_FORCE_TIMEOUT_S
+        );
+        assert_eq!(int("max_connections"), DEFAULT_MAX_CONNECTIONS as u64);
+        assert_eq!(float("header_timeout"), DEFAULT_HEADER_TIMEOUT_S);
+        assert_eq!(float("keepalive_timeout"), DEFAULT_KEEPALIVE_TIMEOUT_S);
+        assert_eq!(float("send_timeout"), DEFAULT_SEND_TIMEOUT_S);
+        assert_eq!(float("lingering_time"), DEFAULT_LINGERING_TIME_S);
+        assert_eq!(float("lingering_timeout"), DEFAULT_LINGERING_TIMEOUT_S);
+        assert_eq!(int("lingering_bytes"), DEFAULT_LINGERING_BYTES);
+        assert_eq!(int("max_head_bytes"), DEFAULT_MAX_HEAD_BYTES as u64);
+        assert_eq!(int("max_headers"), DEFAULT_MAX_HEADERS as u64);
+        assert_eq!(word("symlinks"), files::DEFAULT_SYMLINKS.name());
+        assert_eq!(word("dotfiles"), files::DEFAULT_DOTFILES.name());
+        assert_eq!(shown["index"][0].as_str(), Some(files::DEFAULT_INDEX));
+        assert_eq!(float("file_cache_ttl"), files::DEFAULT_FILE_CACHE_TTL_S);
+        assert_eq!(
+            int("file_cache_entries"),
+            files::DEFAULT_FILE_CACHE_ENTRIES as u64
+        );
+        assert_eq!(int("small_file_max"), files::DEFAULT_SMALL_FILE_MAX_BYTES);
+        assert_eq!(
+            int("memory_cache_bytes"),
+            files::DEFAULT_MEMORY_CACHE_BYTES as u64
+        );
+        assert_eq!(word("isolation"), DEFAULT_ISOLATION.name());
+        assert_eq!(word("child_watch"), DEFAULT_CHILD_WATCH.name());
+        assert_eq!(int("max_restarts"), DEFAULT_MAX_RESTARTS);
+        assert_eq!(float("restart_window"), DEFAULT_RESTART_WINDOW_S);
+        assert_eq!(float("beat_interval"), DEFAULT_BEAT_INTERVAL_S);
+        assert_eq!(float("beat_timeout"), DEFAULT_BEAT_TIMEOUT_S);
+        for unset in [
+            "admin",
+            "cache_control",
+            "max_connections_total",
+            "tls_cert",
+        ] {
+            assert!(!shown.contains_key(unset), "{unset}");
+        }
+    }
+
+    #[test]
+    fn the_effective_config_reads_back_as_the_same_config() {
+        let text = "workers = 2\nno_pin = true\ndrain_timeout = 0.1\nindex = [\"a.htm\"]\n\
+                    admin = \"127.0.0.1:9\"\ndotfiles = \"allow\"\ndriver = \"io_uring\"\n\
+                    [[headers]]\nmatch = \"/a/**\"\nset = { X-A = \"b\" }\n";
+        let first = ok(RawConfig {
+            root: raw().root,
+            ..toml::from_str(text).unwrap()
+        })
+        .to_toml();
+        let again = ok(toml::from_str(&first).unwrap()).to_toml();
+        assert_eq!(again, first);
+        assert!(first.contains("force_timeout = 5.1\n"), "{first}");
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        for (r, field) in [
+            (
+                RawConfig {
+                    bind: Some(vec!["nope".into()]),
+                    ..raw()
+                },
+                "--bind",
+            ),
+            (
+                RawConfig {
+                    workers: Some(WorkerCount::Count(0)),
+                    ..raw()
+                },
+                "--workers",
+            ),
+            (
+                RawConfig {
+                    header_timeout: Some(-1.0),
+                    ..raw()
+                },
+                "--header-timeout",
+            ),
+            (
+                RawConfig {
+                    max_connections: Some(0),
+                    ..raw()
+                },
+                "--max-connections",
+            ),
+            (
+                RawConfig {
+                    max_headers: Some(0),
+                    ..raw()
+                },
+                "--max-headers",
+            ),
+            (
+                RawConfig {
+                    max_head_bytes: Some(10),
+                    ..raw()
+                },
+                "--max-head-bytes",
+            ),
+            (
+                RawConfig {
+                    admin: Some("x".into()),
+                    ..raw()
+                },
+                "--admin",
+            ),
+            (
+                RawConfig {
+                    root: Some("/nonexistent/dir".into()),
+                    ..RawConfig::default()
+                },
+                "root",
+            ),
+        ] {
+            let e = err(r);
+            assert!(e.starts_with(field), "{e}");
+        }
+        // Words are refused while reading, naming the key.
+        for (text, key) in [
+            ("listener = \"x\"", "listener"),
+            ("driver = \"kqueue\"", "driver"),
+        ] {
+            let e = toml::from_str::<RawConfig>(text).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("is not a choice"), "{e}");
+        }
+    }
+
+    #[test]
+    fn file_keys_use_underscores_and_unknown_keys_fail() {
+        let r: RawConfig =
+            toml::from_str("workers = 2\ndrain_timeout = 1.5\nbind = [\"127.0.0.1:1\"]").unwrap();
+        assert_eq!(r.workers, Some(WorkerCount::Count(2)));
+        assert!(toml::from_str::<RawConfig>("drain-timeout = 1").is_err());
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let file = RawConfig {
+            workers: Some(WorkerCount::Count(2)),
+            drain_timeout: Some(3.0),
+            ..RawConfig::default()
+        };
+        let flags = RawConfig {
+            drain_timeout: Some(4.0),
+            ..RawConfig::default()
+        };
+        let m = file.merge(flags);
+        assert_eq!(m.workers, Some(WorkerCount::Count(2)));
+        assert_eq!(m.drain_timeout, Some(4.0));
+    }
+
+    #[test]
+    fn a_switch_set_in_the_file_stays_set() {
+        let file = RawConfig {
+            no_pin: true,
+            listener: Some(ListenerMode::Shared),
+            ..RawConfig::default()
+        };
+        let m = file.merge(RawConfig {
+            autoindex: true,
+            ..RawConfig::default()
+        });
+        assert!(m.no_pin && m.autoindex);
+        assert_eq!(m.listener, Some(ListenerMode::Shared));
+    }
+}
