@@ -397,8 +397,8 @@ impl Raw {
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .ok()?;
-            if let Some((addrs, _)) = common::parse_ready_line(&line) {
-                return Some(addrs[0]);
+            if let Some(ready) = common::parse_ready_line(&line) {
+                return Some(ready.addrs[0]);
             }
         }
     }
