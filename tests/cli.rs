@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{servery, Signal, TestServer};
+use common::{free_port, servery, Signal, TestServer};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -65,13 +65,6 @@ fn first_allowed_cpu() -> usize {
     (0..nix::sched::CpuSet::count())
         .find(|&c| set.is_set(c).unwrap_or(false))
         .expect("an allowed CPU")
-}
-
-/// A port that was free a moment ago.
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a probe listener")
 }
 
 #[test]
@@ -294,7 +287,7 @@ fn config_file_root_is_used_without_a_root_argument() {
 fn serve_on_a_nonexistent_root_exits_2_and_listens_nowhere() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-dir");
-    let addr = free_addr();
+    let addr = free_port();
     let failure = match TestServer::builder()
         .root(&missing)
         .bind(addr.to_string())

@@ -7,8 +7,8 @@
 //! (`--tls-bind 127.0.0.1:0 --tls-self-signed`) over a temp docroot holding
 //! `file.txt`; the shared harness's ready-line parser lists the plain
 //! address first, then the `https://` one. The TLS client accepts any
-//! certificate ([`AnyCert`]): what is under test is the HTTP layer inside
-//! the tunnel, not the identity (tests/tls.rs checks that).
+//! certificate (`common::tls::trusting_any`): what is under test is the HTTP
+//! layer inside the tunnel, not the identity (tests/tls.rs checks that).
 //!
 //! A refused Host must be answered `400` and the connection closed (the
 //! parser's verdict, `http::error`); an accepted one serves the file.
@@ -17,13 +17,8 @@
 mod common;
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::sync::Arc;
 
-use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection, StreamOwned};
-
-use common::tls::Pinned;
+use common::tls::{connected, trusting_any};
 use common::{is_timeout, parse_responses, Response, TestServer};
 
 const FILE: &[u8] = b"host grammar\n";
@@ -67,13 +62,8 @@ enum Transport {
 /// `file.txt` written into it.
 fn start(driver: &str) -> TestServer {
     let server = TestServer::builder()
-        .args(&[
-            "--driver",
-            driver,
-            "--tls-bind",
-            "127.0.0.1:0",
-            "--tls-self-signed",
-        ])
+        .driver(driver)
+        .tls_self_signed()
         .start();
     assert_eq!(
         server.addrs().len(),
@@ -92,7 +82,7 @@ impl<T: Read + Write> Stream for T {}
 fn open(server: &TestServer, transport: Transport) -> Box<dyn Stream> {
     match transport {
         Transport::Plain => Box::new(common::connect(server.addrs()[0])),
-        Transport::Tls => Box::new(tls_connect(server)),
+        Transport::Tls => Box::new(connected(&trusting_any(), server.https())),
     }
 }
 
@@ -231,32 +221,6 @@ fn absolute_form_with_bad_authority_is_400_and_close_plain(driver: &str) {
 
 fn absolute_form_with_bad_authority_is_400_and_close_tls(driver: &str) {
     absolute_form_with_bad_authority_is_400_and_close(driver, Transport::Tls);
-}
-
-// ---------------------------------------------------------------------------
-// TLS client
-
-/// A TLS 1.3 connection to the server's TLS listener, handshake done, with
-/// ALPN `http/1.1`.
-fn tls_connect(server: &TestServer) -> StreamOwned<ClientConnection, TcpStream> {
-    let mut config = ClientConfig::builder_with_provider(common::tls::provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("protocol versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned::any()))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let addr = server.addrs()[1];
-    let tcp = common::connect(addr);
-    let name = ServerName::try_from("localhost").expect("server name");
-    let conn = ClientConnection::new(Arc::new(config), name).expect("client connection");
-    let mut s = StreamOwned::new(conn, tcp);
-    while s.conn.is_handshaking() {
-        s.conn
-            .complete_io(&mut s.sock)
-            .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"));
-    }
-    s
 }
 
 driver_tests! {

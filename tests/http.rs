@@ -101,24 +101,14 @@ fn pseudo_random(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A server on `site` under `driver` (the harness checks the ready line
+/// names it), with `args`.
 fn serve(driver: &str, site: &Site, args: &[&str]) -> TestServer {
-    let server = TestServer::builder()
+    TestServer::builder()
         .root(&site.root)
-        .args(&["--driver", driver])
+        .driver(driver)
         .args(args)
-        .start();
-    // The case really runs on the driver it is named after.
-    let shown = if driver == "uring" {
-        "io_uring"
-    } else {
-        driver
-    };
-    assert!(
-        server.ready_line().contains(&format!(", {shown}, ")),
-        "{}",
-        server.ready_line()
-    );
-    server
+        .start()
 }
 
 /// `GET path HTTP/1.1` with a Host, keep-alive by default.
@@ -1158,9 +1148,7 @@ fn connections_above_the_cap_are_served_as_others_close(driver: &str) {
 // ------------------------------------------------------------- telemetry
 
 fn metric(server: &TestServer, series: &str) -> u64 {
-    let resp = server.admin_get("/metrics");
-    assert_eq!(resp.status, 200);
-    let text = resp.body_text();
+    let text = server.metrics();
     common::metric(&text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}")) as u64
 }
 

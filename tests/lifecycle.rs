@@ -7,10 +7,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{docroot, free_port, read_response, try_get, Signal, TestServer, BIN};
+use common::{
+    docroot, free_port, metric, read_response, slow_download, spawn_behind_barrier,
+    start_with_a_failing_prepare, try_get, Signal, TestServer, BIG,
+};
 
 /// Threads of `pid` named `servery-w*`, with their allowed CPU list.
 fn worker_threads(pid: u32) -> Vec<(String, String)> {
@@ -59,13 +61,9 @@ fn two_workers_are_pinned_to_distinct_cpus_and_both_serve() {
     }
     let metrics = server.admin_get("/metrics").body_text();
     for w in 0..2 {
-        let key = format!("servery_requests_total{{worker=\"{w}\"}} ");
-        let n: u64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in\n{metrics}"));
-        assert!(n > 0, "worker {w} served nothing:\n{metrics}");
+        let key = format!("servery_requests_total{{worker=\"{w}\"}}");
+        let n = metric(&metrics, &key).unwrap_or_else(|| panic!("no {key} in\n{metrics}"));
+        assert!(n > 0.0, "worker {w} served nothing:\n{metrics}");
     }
     // One port for both workers.
     assert_eq!(server.addrs().len(), 1);
@@ -76,42 +74,10 @@ fn no_request_is_answered_before_the_delayed_worker_prepares() {
     let root = docroot(0);
     let addr = free_port();
     let delay = Duration::from_millis(1500);
-    let started = Instant::now();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            root.path().to_str().unwrap(),
-            "--no-pin",
-            "--workers",
-            "2",
-        ])
-        .args(["--bind", &addr.to_string()])
-        .env(
-            "SERVERY_TEST_FAULT",
-            format!("delay-prepare=1:{}", delay.as_millis()),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut refused_early = 0;
-    let mut first_answer = None;
-    while started.elapsed() < delay + Duration::from_secs(5) {
-        match try_get(addr, "/small.txt") {
-            Some(line) => {
-                first_answer = Some((started.elapsed(), line));
-                break;
-            }
-            None if started.elapsed() < delay => refused_early += 1,
-            None => {}
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut ready = String::new();
-    let mut stdout = child.stdout.take().unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = stdout.read_to_string(&mut ready);
+    let (mut server, first_answer, refused_early) =
+        spawn_behind_barrier(TestServer::builder().root(root.path()), addr, delay);
+    server.kill();
+    let ready = server.stdout();
     let (at, line) = first_answer.expect("never answered");
     assert!(
         at >= delay,
@@ -126,26 +92,10 @@ fn no_request_is_answered_before_the_delayed_worker_prepares() {
 fn a_failed_prepare_rolls_back_and_frees_the_port() {
     let root = docroot(0);
     let addr = free_port();
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            root.path().to_str().unwrap(),
-            "--no-pin",
-            "--workers",
-            "2",
-        ])
-        .args(["--bind", &addr.to_string()])
-        .env("SERVERY_TEST_FAULT", "fail-prepare=1;delay-prepare=0:300")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        out.stdout.is_empty(),
-        "printed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = start_with_a_failing_prepare(TestServer::builder().root(root.path()), addr);
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1));
+    assert!(out.stdout.is_empty(), "printed: {}", out.stdout);
+    let err = &out.stderr;
     assert!(err.contains("worker 1 failed"), "{err}");
     assert!(err.contains("injected prepare failure"), "{err}");
     TcpListener::bind(addr).expect("port still held after rollback");
@@ -155,21 +105,17 @@ fn a_failed_prepare_rolls_back_and_frees_the_port() {
 #[test]
 fn startup_timeout_names_the_slow_worker() {
     let root = docroot(0);
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            root.path().to_str().unwrap(),
-            "--no-pin",
-            "--workers",
-            "2",
-        ])
-        .args(["--bind", "127.0.0.1:0", "--startup-timeout", "0.3"])
-        .env("SERVERY_TEST_FAULT", "delay-prepare=1:1500")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = match TestServer::builder()
+        .root(root.path())
+        .args(&["--workers", "2", "--startup-timeout", "0.3"])
+        .fault("delay-prepare=1:1500")
+        .try_start()
+    {
+        Ok(s) => panic!("started: {}", s.ready_line()),
+        Err(f) => f,
+    };
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1));
+    let err = &out.stderr;
     assert!(err.contains("workers [1] not prepared"), "{err}");
 }
 
@@ -177,21 +123,9 @@ fn startup_timeout_names_the_slow_worker() {
 fn serve(root: &tempfile::TempDir, driver: &str, args: &[&str]) -> TestServer {
     TestServer::builder()
         .root(root.path())
-        .args(&["--driver", driver])
+        .driver(driver)
         .args(args)
         .start()
-}
-
-/// A connection that asked for `big.bin` and read only its first bytes.
-fn slow_download(server: &TestServer, extra: &str) -> (TcpStream, usize) {
-    let mut s = server.connect();
-    s.write_all(format!("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n{extra}").as_bytes())
-        .unwrap();
-    let mut first = [0u8; 1024];
-    s.read_exact(&mut first).unwrap();
-    assert!(first.starts_with(b"HTTP/1.1 200"));
-    let head_len = first.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    (s, head_len)
 }
 
 /// Wait until a new connection to `addr` is refused (drain closed it).
@@ -206,12 +140,10 @@ fn refused_soon(addr: SocketAddr) -> bool {
     false
 }
 
-const BIG: usize = 16 * 1024 * 1024;
-
 fn slow_client_gets_its_whole_response_after_sigterm(driver: &str) {
     let root = docroot(BIG);
     let mut server = serve(&root, driver, &["--drain-timeout", "20"]);
-    let (mut s, head_len) = slow_download(&server, "");
+    let (mut s, head_len) = slow_download(server.addr(), "");
     server.signal(Signal::SIGTERM);
     assert!(
         refused_soon(server.addr()),
@@ -277,7 +209,7 @@ fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
 fn pipelined_request_during_drain_gets_connection_close(driver: &str) {
     let root = docroot(BIG);
     let mut server = serve(&root, driver, &[]);
-    let (mut s, _) = slow_download(&server, "GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    let (mut s, _) = slow_download(server.addr(), "GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n");
     server.signal(Signal::SIGTERM);
     std::thread::sleep(Duration::from_millis(200));
     let mut all = Vec::new();
@@ -303,7 +235,7 @@ fn connection_held_past_drain_timeout_is_cut(driver: &str) {
         driver,
         &["--drain-timeout", "0.5", "--force-timeout", "5"],
     );
-    let (mut s, _) = slow_download(&server, "");
+    let (mut s, _) = slow_download(server.addr(), "");
     server.signal(Signal::SIGTERM);
     let status = server
         .wait_exit(Duration::from_secs(5))
@@ -324,7 +256,7 @@ fn second_sigint_exits_at_once(driver: &str) {
         driver,
         &["--drain-timeout", "30", "--force-timeout", "40"],
     );
-    let (_s, _) = slow_download(&server, "");
+    let (_s, _) = slow_download(server.addr(), "");
     server.signal(Signal::SIGINT);
     assert!(
         server.wait_exit(Duration::from_millis(300)).is_none(),
@@ -386,7 +318,7 @@ fn readyz_turns_503_while_draining() {
         &["--admin", "127.0.0.1:0", "--drain-timeout", "20"],
     );
     assert_eq!(server.admin_get("/readyz").status, 200);
-    let (_s, _) = slow_download(&server, "");
+    let (_s, _) = slow_download(server.addr(), "");
     server.signal(Signal::SIGTERM);
     let until = Instant::now() + Duration::from_secs(3);
     let mut status = 200;
@@ -405,65 +337,22 @@ fn readyz_turns_503_while_draining() {
 /// systemd socket activation: a listening socket passed as fd 3 with
 /// LISTEN_FDS=1 and LISTEN_PID set to the server's pid is used, shared.
 #[test]
-#[allow(unsafe_code)]
 fn inherits_a_systemd_socket() {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let root = docroot(0);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let fd = listener.as_raw_fd();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(format!(
-            "LISTEN_PID=$$ LISTEN_FDS=1 exec {BIN} serve {} --no-pin --workers 2",
-            root.path().display()
-        ))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: between fork and exec only dup2/fcntl run, which are
-    // async-signal-safe; `fd` stays open in the parent for the call.
-    unsafe {
-        cmd.pre_exec(move || {
-            // dup2 onto itself keeps FD_CLOEXEC: clear it instead.
-            let rc = if fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, 3)
-            };
-            if rc < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    drop(listener);
-    let mut line = String::new();
-    {
-        use std::io::BufRead;
-        let mut out = std::io::BufReader::new(child.stdout.as_mut().unwrap());
-        out.read_line(&mut line).unwrap();
-    }
-    if line.is_empty() {
-        let _ = child.wait();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        panic!("no ready line; stderr: {err}");
-    }
+    let server = TestServer::builder()
+        .root(root.path())
+        .systemd_socket(listener)
+        .args(&["--workers", "2"])
+        .start();
+    let line = server.ready_line();
     assert!(line.contains(&format!("http://{addr}")), "{line}");
     assert!(line.contains("systemd"), "{line}");
     assert_eq!(
         try_get(addr, "/small.txt").as_deref(),
         Some("HTTP/1.1 200 OK")
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// nginx's `send_timeout`: a client that stops taking bytes is dropped.
@@ -471,7 +360,7 @@ fn inherits_a_systemd_socket() {
 fn client_that_stops_reading_is_dropped_after_send_timeout() {
     let root = docroot(BIG);
     let server = serve(&root, "uring", &["--send-timeout", "1"]);
-    let (mut s, head_len) = slow_download(&server, "");
+    let (mut s, head_len) = slow_download(server.addr(), "");
     // Stall well past the timeout, then read what is left.
     std::thread::sleep(Duration::from_secs(3));
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

@@ -82,7 +82,8 @@ fn docroot(files: &[(&str, usize)]) -> tempfile::TempDir {
 fn server(root: &Path, driver: &str, args: &[&str]) -> TestServer {
     TestServer::builder()
         .root(root)
-        .args(&["--workers", "1", "--driver", driver])
+        .driver(driver)
+        .args(&["--workers", "1"])
         .args(args)
         .start()
 }

@@ -1,24 +1,17 @@
 //! TCP_NODELAY on every accepted socket, read back from the server's own
-//! socket. The server runs in this process (library API), so the test can
-//! find the accepted socket among its own fds and ask the kernel.
+//! socket: the real binary is started by the shared harness, the accepted
+//! socket is found in its fd table (by the inode `/proc/net/tcp` gives the
+//! connection), and a duplicate of it is taken with pidfd_getfd(2) (Linux
+//! 5.6; the test is the server's parent, which ptrace access allows) to ask
+//! the kernel.
 #![allow(unsafe_code)]
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::fd::RawFd;
-use std::time::Duration;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use servery::app::MakeError;
-use servery::config::RawConfig;
-use servery::http::{Body, Head, Response, Status};
-
-struct Ok200;
-
-impl servery::app::Handler for Ok200 {
-    fn handle(&self, _: &Head<'_>) -> Response {
-        Response::new(Status::OK, Body::Bytes(bytes::Bytes::from_static(b"ok")))
-    }
-}
+use common::TestServer;
 
 /// The inode of the socket whose local port is `local` and remote `remote`,
 /// from /proc/net/tcp (addresses are hex `IP:PORT`).
@@ -31,22 +24,44 @@ fn socket_inode(local: u16, remote: u16) -> Option<u64> {
     })
 }
 
-/// Our own fd whose target is `socket:[inode]`.
-fn fd_of_inode(inode: u64) -> Option<RawFd> {
+/// The fd of process `pid` whose target is `socket:[inode]`.
+fn fd_of_inode(pid: u32, inode: u64) -> Option<RawFd> {
     let want = format!("socket:[{inode}]");
-    std::fs::read_dir("/proc/self/fd").ok()?.find_map(|e| {
-        let e = e.ok()?;
-        let target = std::fs::read_link(e.path()).ok()?;
-        (target.to_str()? == want).then(|| e.file_name().to_str()?.parse().ok())?
-    })
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .find_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?;
+            (target.to_str()? == want).then(|| e.file_name().to_str()?.parse().ok())?
+        })
+}
+
+/// A duplicate, in this process, of fd `fd` of process `pid`
+/// (pidfd_open(2), then pidfd_getfd(2)).
+fn steal_fd(pid: u32, fd: RawFd) -> OwnedFd {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new fd or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: `pidfd` was just returned open and nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    // SAFETY: pidfd_getfd takes a pidfd (open for the call), a target fd
+    // number and flags, and returns a new fd or -1.
+    let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    assert!(dup >= 0, "pidfd_getfd: {}", std::io::Error::last_os_error());
+    // SAFETY: `dup` was just returned open and nothing else owns it.
+    unsafe { OwnedFd::from_raw_fd(dup as RawFd) }
 }
 
 fn nodelay(fd: RawFd) -> bool {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `fd` is an open socket of this process (the server holds the
-    // connection open while we ask); `v` and `len` are valid for writes of
-    // the sizes given.
+    // SAFETY: `fd` is an open socket of this process (our duplicate of the
+    // server's, or our own client socket); `v` and `len` are valid for
+    // writes of the sizes given.
     let rc = unsafe {
         libc::getsockopt(
             fd,
@@ -61,36 +76,24 @@ fn nodelay(fd: RawFd) -> bool {
 }
 
 fn accepted_sockets_have_nodelay(driver: &str) {
-    let config = RawConfig {
-        root: Some(std::env::temp_dir()),
-        bind: Some(vec!["127.0.0.1:0".into()]),
-        no_pin: true,
-        driver: Some(driver.parse().unwrap()),
-        ..RawConfig::default()
-    }
-    .validate()
-    .unwrap();
-    let server = servery::Server::new(config, |_| Ok::<_, MakeError>(Ok200));
-    let handle = server.handle();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let thread = std::thread::spawn(move || server.run(|r| tx.send(r.addrs[0]).unwrap()));
-    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Thread isolation (the default): the server's process holds the
+    // accepted socket.
+    let server = TestServer::builder().driver(driver).start();
+    let addr = server.addr();
 
-    let mut c = TcpStream::connect(addr).unwrap();
+    // A plain TcpStream: std sets no TCP_NODELAY on it.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     let mut buf = [0u8; 256];
     assert!(c.read(&mut buf).unwrap() > 0);
     let inode = socket_inode(addr.port(), c.local_addr().unwrap().port()).expect("server socket");
-    let fd = fd_of_inode(inode).expect("server fd");
-    assert!(nodelay(fd), "TCP_NODELAY not set on the accepted socket");
-    assert!(!nodelay({
-        use std::os::fd::AsRawFd;
-        c.as_raw_fd()
-    }));
-
-    drop(c);
-    handle.stop();
-    thread.join().unwrap().unwrap();
+    let fd = fd_of_inode(server.pid(), inode).expect("server fd");
+    let fd = steal_fd(server.pid(), fd);
+    assert!(
+        nodelay(fd.as_raw_fd()),
+        "TCP_NODELAY not set on the accepted socket"
+    );
+    assert!(!nodelay(c.as_raw_fd()));
 }
 
 #[test]

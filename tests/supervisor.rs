@@ -5,11 +5,12 @@
 //! systemd notifications, and the same under load. These tests send signals
 //! and fork, so they have their own test binary.
 //!
-//! Finding processes: every server gets a unique `SERVERY_TEST_TAG` in its
-//! environment, which its workers inherit (replacements and reloaded
-//! generations too). [`Tag::workers`] lists the live `servery worker`
-//! processes carrying it, orphans included, and dropping the [`Tag`] kills
-//! (by pid) whatever still carries it, so a failing test leaves nothing.
+//! Finding processes: the shared harness gives every server a unique tag
+//! (`common::Tag`) in its environment, which its workers inherit
+//! (replacements and reloaded generations too). `TestServer::workers` lists
+//! the live `servery worker` processes carrying it, orphans included, and
+//! dropping the server kills (by pid) whatever still carries it, so a
+//! failing test leaves nothing.
 //!
 //! Tests whose outcome depends on how deaths are seen run under both child
 //! watches ([`watch_tests!`]: `pidfd::name`, `sigchld::name`). Load tests
@@ -23,35 +24,26 @@ use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::process::{alive, signal, starttime, stat};
 use common::{
-    docroot, free_port, is_timeout, metric, read_response, stays_silent, try_get, Signal,
-    TestServer, BIN,
+    docroot, free_port, is_timeout, metric, read_response, slow_download, spawn_behind_barrier,
+    start_with_a_failing_prepare, stays_silent, try_get, wait_until, Builder, Signal, TestServer,
+    BIG, BIN,
 };
 
 /// Runs each listed `fn name(watch: &str)` as `pidfd::name` and
-/// `sigchld::name` (`--child-watch`). Attributes before a name (e.g.
-/// `#[ignore = ".."]`) are put on both generated tests.
+/// `sigchld::name` (`--child-watch`), through `variant_tests!`.
 macro_rules! watch_tests {
-    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {
-        mod pidfd {
-            $( $(#[$meta])* #[test] fn $name() { super::$name("pidfd") } )*
-        }
-        mod sigchld {
-            $( $(#[$meta])* #[test] fn $name() { super::$name("sigchld") } )*
-        }
+    ($($names:tt)*) => {
+        variant_tests!([pidfd = "pidfd", sigchld = "sigchld"] [$($names)*]);
     };
 }
-
-/// The test-only fault hooks (`src/worker/fault.rs`).
-const FAULT: &str = "SERVERY_TEST_FAULT";
-/// Marks the processes of one test.
-const TAG_VAR: &str = "SERVERY_TEST_TAG";
 
 /// Load tests hold it for writing (they run alone), others for reading.
 static GATE: RwLock<()> = RwLock::new(());
@@ -66,130 +58,6 @@ fn alone() -> RwLockWriteGuard<'static, ()> {
 
 // ---------------------------------------------------------------------------
 // Processes
-
-/// The processes one test started, found by their environment. Dropping it
-/// SIGKILLs, pid by pid, every live process still carrying the tag.
-struct Tag {
-    name: String,
-    /// Every process seen carrying the tag, as (pid, start time): an
-    /// exiting process's environment reads empty before its files are
-    /// closed, so "gone" is judged by these, not by the environment.
-    seen: Mutex<BTreeSet<(u32, u64)>>,
-}
-
-impl Tag {
-    fn new() -> Tag {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        Tag {
-            name: format!(
-                "{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ),
-            seen: Mutex::new(BTreeSet::new()),
-        }
-    }
-
-    /// Live processes carrying this tag (a zombie's environment reads empty).
-    fn processes(&self) -> Vec<u32> {
-        let needle = format!("\0{TAG_VAR}={}\0", self.name);
-        let mut out = Vec::new();
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return out;
-        };
-        for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            let mut hay = Vec::with_capacity(env.len() + 2);
-            hay.push(0);
-            hay.extend_from_slice(&env);
-            hay.push(0);
-            if contains(&hay, needle.as_bytes()) && alive(pid) {
-                out.push(pid);
-            }
-        }
-        out.sort_unstable();
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.extend(out.iter().map(|&p| (p, starttime(p))));
-        out
-    }
-
-    /// Live `servery worker` processes carrying this tag.
-    fn workers(&self) -> Vec<u32> {
-        self.processes()
-            .into_iter()
-            .filter(|&p| is_worker(p))
-            .collect()
-    }
-
-    /// Nothing carries the tag, and every process seen with it has exited
-    /// (gone, or a zombie: its files are closed).
-    fn all_gone(&self) -> bool {
-        self.processes().is_empty()
-            && self
-                .seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .all(|&(pid, start)| !(alive(pid) && starttime(pid) == start))
-    }
-
-    /// Wait (bounded) for [`Tag::all_gone`].
-    fn wait_gone(&self, limit: Duration) -> bool {
-        wait_until(limit, || self.all_gone())
-    }
-}
-
-impl Drop for Tag {
-    fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        loop {
-            let left = self.processes();
-            if left.is_empty() || Instant::now() > deadline {
-                break;
-            }
-            for pid in left {
-                signal(pid, Signal::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Fields of /proc/PID/stat after the `(comm)`: [0] state, [1] ppid,
-/// [2] pgrp, [3] session, ..., [19] starttime.
-fn stat(pid: u32) -> Option<Vec<String>> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = s.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
-/// Running (neither gone nor a zombie).
-fn alive(pid: u32) -> bool {
-    stat(pid).is_some_and(|f| f[0] != "Z" && f[0] != "X")
-}
-
-fn starttime(pid: u32) -> u64 {
-    stat(pid).and_then(|f| f[19].parse().ok()).unwrap_or(0)
-}
-
-fn is_worker(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(b"worker".as_slice()))
-}
-
-/// kill(2); a process already gone is not an error.
-fn signal(pid: u32, sig: Signal) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
-}
 
 fn fd_targets(pid: u32) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -211,20 +79,6 @@ fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
-/// Poll `cond` every 10 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Nothing listens on, or holds, `addr`: connecting is refused and binding
 /// works.
 fn port_is_free(addr: SocketAddr) -> bool {
@@ -235,8 +89,6 @@ fn port_is_free(addr: SocketAddr) -> bool {
     refused && TcpListener::bind(addr).is_ok()
 }
 
-const BIG: usize = 16 * 1024 * 1024;
-
 /// A keep-alive connection that got one response and stays open.
 fn idle_connection(addr: SocketAddr) -> TcpStream {
     let mut s = common::connect(addr);
@@ -246,201 +98,24 @@ fn idle_connection(addr: SocketAddr) -> TcpStream {
     s
 }
 
-/// A connection that asked for `big.bin` and read only its first KiB: the
-/// worker is stuck writing to it.
-fn slow_download(addr: SocketAddr) -> TcpStream {
-    let mut s = common::connect(addr);
-    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    let mut first = [0u8; 1024];
-    s.read_exact(&mut first).unwrap();
-    assert!(first.starts_with(b"HTTP/1.1 200"));
-    s
-}
-
 // ---------------------------------------------------------------------------
 // Servers
 
-/// A process-mode server and the tag of its processes. The server drops
-/// first (SIGKILL to the supervisor), then the tag (SIGKILL to any worker
-/// left, e.g. one that ignores DRAIN or is wedged).
-struct Sup {
-    server: TestServer,
-    tag: Tag,
-}
-
-impl Sup {
-    fn pid(&self) -> u32 {
-        self.server.pid()
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.server.addr()
-    }
-
-    fn workers(&self) -> Vec<u32> {
-        self.tag.workers()
-    }
-
-    /// Wait (bounded) for exactly `n` workers and return them.
-    fn wait_workers(&self, n: usize) -> Vec<u32> {
-        let mut w = Vec::new();
-        let ok = wait_until(Duration::from_secs(5), || {
-            w = self.workers();
-            w.len() == n
-        });
-        assert!(ok, "want {n} workers, have {w:?}\n{}", self.server.stderr());
-        w
-    }
-
-    /// Occurrences of `needle` in stderr so far.
-    fn stderr_count(&self, needle: &str) -> usize {
-        self.server.stderr().matches(needle).count()
-    }
-
-    /// SIGHUP, then wait until `n` workers, none of them from before, are
-    /// all that is left (the new generation serves, the old one is reaped).
-    fn reload(&self, n: usize, limit: Duration) -> Vec<u32> {
-        let before = self.wait_workers(n);
-        self.server.signal(Signal::SIGHUP);
-        let mut now = Vec::new();
-        let ok = wait_until(limit, || {
-            now = self.workers();
-            now.len() == n && now.iter().all(|p| !before.contains(p))
-        });
-        assert!(
-            ok,
-            "reload did not replace {before:?} within {limit:?}: {now:?}\n{}",
-            self.server.stderr()
-        );
-        now
-    }
-}
-
-/// A builder for a process-mode server under `watch`, tagged.
-fn builder(watch: &str, tag: &Tag, root: &Path) -> common::Builder {
+/// A process-mode server under `watch` on `root`.
+fn process(watch: &str, root: &Path) -> Builder {
     TestServer::builder()
         .root(root)
-        .args(&["--isolation", "process", "--child-watch", watch])
-        .env(TAG_VAR, &tag.name)
+        .isolation("process")
+        .child_watch(watch)
 }
 
 /// Start a process-mode server on `root` with `args` and an optional fault.
-fn start(watch: &str, root: &Path, args: &[&str], fault: Option<&str>) -> Sup {
-    let tag = Tag::new();
-    let mut b = builder(watch, &tag, root).args(args);
+fn start(watch: &str, root: &Path, args: &[&str], fault: Option<&str>) -> TestServer {
+    let mut b = process(watch, root).args(args);
     if let Some(f) = fault {
-        b = b.env(FAULT, f);
+        b = b.fault(f);
     }
-    let server = b.start();
-    assert!(
-        server.ready_line().contains("processes"),
-        "{}",
-        server.ready_line()
-    );
-    Sup { server, tag }
-}
-
-/// A child started by hand (before its ready line matters, or a binary
-/// other than `BIN`): stdout lines on a channel, stderr captured, killed on
-/// drop.
-struct Raw {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    status: Option<ExitStatus>,
-}
-
-impl Raw {
-    fn spawn(cmd: &mut Command) -> Raw {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut source = child.stderr.take().expect("piped stderr");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n @ 1..) = source.read(&mut chunk) {
-                sink.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .extend_from_slice(&chunk[..n]);
-            }
-        });
-        Raw {
-            child,
-            lines,
-            stderr,
-            status: None,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The ready line's first address, within `limit`.
-    fn ready(&self, limit: Duration) -> Option<SocketAddr> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .ok()?;
-            if let Some((addrs, _)) = common::parse_ready_line(&line) {
-                return Some(addrs[0]);
-            }
-        }
-    }
-
-    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            let child = &mut self.child;
-            let mut status = None;
-            wait_until(limit, || {
-                status = child.try_wait().ok().flatten();
-                status.is_some()
-            });
-            self.status = status;
-        }
-        self.status
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// `servery serve ROOT --no-pin --isolation process --child-watch WATCH
-/// ARGS`, tagged, with an optional fault.
-fn serve_command(watch: &str, tag: &Tag, root: &Path, args: &[&str], fault: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("serve")
-        .arg(root)
-        .args(["--no-pin", "--isolation", "process", "--child-watch", watch])
-        .args(args)
-        .env(TAG_VAR, &tag.name)
-        .env(FAULT, fault);
-    cmd
+    b.start()
 }
 
 // ---------------------------------------------------------------------------
@@ -451,11 +126,11 @@ fn one_worker_is_a_child_process_leading_its_own_session(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &[], None);
     assert!(
-        sup.server.ready_line().contains("1 workers"),
+        sup.ready_line().contains("1 workers"),
         "{}",
-        sup.server.ready_line()
+        sup.ready_line()
     );
-    assert_eq!(sup.server.get("/small.txt").body_text(), "small\n");
+    assert_eq!(sup.get("/small.txt").body_text(), "small\n");
     let w = sup.wait_workers(1)[0];
     let f = stat(w).unwrap();
     assert_eq!(f[1], sup.pid().to_string(), "parent of the worker");
@@ -490,16 +165,16 @@ fn workers_share_one_port_and_all_serve(watch: &str, n: usize) {
         ],
         None,
     );
-    assert_eq!(sup.server.addrs().len(), 1);
+    assert_eq!(sup.addrs().len(), 1);
     let pids: BTreeSet<u32> = sup.wait_workers(n).into_iter().collect();
     assert_eq!(pids.len(), n);
     const REQUESTS: u64 = 200;
     for _ in 0..REQUESTS {
-        assert_eq!(sup.server.get("/small.txt").status, 200);
+        assert_eq!(sup.get("/small.txt").status, 200);
     }
     let mut metrics = String::new();
     let counted = wait_until(Duration::from_secs(5), || {
-        metrics = sup.server.admin_get("/metrics").body_text();
+        metrics = sup.admin_get("/metrics").body_text();
         metric(&metrics, "servery_requests_total") == Some(REQUESTS as f64)
     });
     assert!(counted, "{metrics}");
@@ -531,55 +206,26 @@ fn four_workers_share_one_port_and_all_serve(watch: &str) {
 fn no_request_is_answered_before_the_delayed_worker_prepares(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
     let addr = free_port();
     let delay = Duration::from_millis(1500);
-    let started = Instant::now();
-    let raw = Raw::spawn(&mut serve_command(
-        watch,
-        &tag,
-        root.path(),
-        &["--workers", "2", "--bind", &addr.to_string()],
-        &format!("delay-prepare=1:{}", delay.as_millis()),
-    ));
-    let mut tried_early = 0;
-    let mut first_answer = None;
-    while started.elapsed() < delay + Duration::from_secs(5) {
-        match try_get(addr, "/small.txt") {
-            Some(line) => {
-                first_answer = Some((started.elapsed(), line));
-                break;
-            }
-            None if started.elapsed() < delay => tried_early += 1,
-            None => {}
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let (at, line) = first_answer.unwrap_or_else(|| panic!("never answered\n{}", raw.stderr()));
+    let (mut server, first_answer, tried_early) =
+        spawn_behind_barrier(process(watch, root.path()), addr, delay);
+    let (at, line) = first_answer.unwrap_or_else(|| panic!("never answered\n{}", server.stderr()));
     assert!(
         at >= delay,
         "answered after {at:?}, before the {delay:?} barrier"
     );
     assert!(line.starts_with("HTTP/1.1 200"), "{line}");
     assert!(tried_early > 0, "the test never tried during the barrier");
-    assert_eq!(raw.ready(Duration::from_secs(5)), Some(addr));
-    assert_eq!(tag.workers().len(), 2);
+    assert_eq!(server.wait_ready(Duration::from_secs(5)), Some(addr));
+    assert_eq!(server.workers().len(), 2);
 }
 
 fn a_failed_prepare_rolls_back_and_leaves_nothing(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
     let addr = free_port();
-    let failure = match builder(watch, &tag, root.path())
-        .bind(addr.to_string())
-        .args(&["--workers", "2"])
-        .env(FAULT, "fail-prepare=1;delay-prepare=0:300")
-        .try_start()
-    {
-        Ok(s) => panic!("started: {}", s.ready_line()),
-        Err(f) => f,
-    };
+    let failure = start_with_a_failing_prepare(process(watch, root.path()), addr);
     assert_eq!(failure.status.and_then(|s| s.code()), Some(1));
     assert!(failure.stdout.is_empty(), "printed: {}", failure.stdout);
     let last = failure.stderr.lines().last().unwrap_or("");
@@ -589,6 +235,7 @@ fn a_failed_prepare_rolls_back_and_leaves_nothing(watch: &str) {
         failure.stderr
     );
     // Reaped before the supervisor exited, not orphaned.
+    let tag = &failure.tag;
     assert!(tag.all_gone(), "left: {:?}", tag.processes());
     assert!(port_is_free(addr), "port still held after the rollback");
 }
@@ -613,10 +260,9 @@ fn a_failed_prepare_is_reported_with_its_reason(watch: &str) {
         .collect();
     let mut lost = Vec::new();
     for _ in 0..20 {
-        let tag = Tag::new();
-        let failure = match builder(watch, &tag, root.path())
+        let failure = match process(watch, root.path())
             .args(&["--workers", "2"])
-            .env(FAULT, "fail-prepare=1")
+            .fault("fail-prepare=1")
             .try_start()
         {
             Ok(s) => panic!("started: {}", s.ready_line()),
@@ -683,16 +329,16 @@ fn a_bad_config_on_reload_is_refused_and_the_old_workers_keep_serving(watch: &st
     ];
     for (i, text) in bad.iter().enumerate() {
         config.write(text);
-        sup.server.signal(Signal::SIGHUP);
+        sup.signal(Signal::SIGHUP);
         assert!(
             wait_until(Duration::from_secs(5), || sup
                 .stderr_count("reload refused")
                 == i + 1),
             "{text:?} not refused:\n{}",
-            sup.server.stderr()
+            sup.stderr()
         );
-        assert_eq!(sup.server.get("/small.txt").status, 200);
-        assert_eq!(sup.server.admin_get("/readyz").status, 200);
+        assert_eq!(sup.get("/small.txt").status, 200);
+        assert_eq!(sup.admin_get("/readyz").status, 200);
         assert_eq!(sup.workers(), before, "after {text:?}");
     }
 }
@@ -704,34 +350,32 @@ fn a_reload_whose_new_generation_fails_its_barrier_is_rolled_back(watch: &str) {
     let _g = shared();
     let root = docroot(0);
     let config = ConfigFile::new("workers = 1\n");
-    let tag = Tag::new();
-    let server = builder(watch, &tag, root.path())
+    let sup = process(watch, root.path())
         .bind(free_port().to_string())
         .args(&["--config", config.arg(), "--admin", "127.0.0.1:0"])
-        .env(FAULT, "fail-prepare=1")
+        .fault("fail-prepare=1")
         .start();
-    let sup = Sup { server, tag };
     let before = sup.wait_workers(1);
 
     config.write("workers = 2\n");
-    sup.server.signal(Signal::SIGHUP);
+    sup.signal(Signal::SIGHUP);
     assert!(
         wait_until(Duration::from_secs(5), || sup.stderr_count("reload failed")
             == 1),
         "{}",
-        sup.server.stderr()
+        sup.stderr()
     );
-    let stderr = sup.server.stderr();
+    let stderr = sup.stderr();
     assert!(stderr.contains("worker 1 failed"), "{stderr}");
     assert_eq!(sup.workers(), before, "rolled-back workers left behind");
-    assert_eq!(sup.server.get("/small.txt").status, 200);
-    assert_eq!(sup.server.admin_get("/readyz").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
+    assert_eq!(sup.admin_get("/readyz").status, 200);
     assert_eq!(sup.stderr_count("died unexpectedly"), 0, "{stderr}");
 
     config.write("workers = 1\n");
     let after = sup.reload(1, Duration::from_secs(5));
     assert_ne!(after, before);
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
 }
 
 fn reloads_release_every_handle(watch: &str) {
@@ -739,7 +383,7 @@ fn reloads_release_every_handle(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &["--workers", "2"], None);
     sup.wait_workers(2);
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
     let fds = fd_targets(sup.pid());
     let threads = thread_count(sup.pid());
     for _ in 0..20 {
@@ -756,7 +400,7 @@ fn reloads_release_every_handle(watch: &str) {
         "fds before {fds:?}\nafter {now:?}\nthreads {threads} -> {}",
         thread_count(sup.pid())
     );
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
 }
 
 /// A binary upgrade: replace the file the supervisor was started from,
@@ -767,20 +411,11 @@ fn a_binary_replaced_on_disk_runs_the_next_generation(watch: &str) {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("servery");
     std::fs::copy(BIN, &exe).unwrap();
-    let tag = Tag::new();
-    let mut cmd = Command::new(&exe);
-    cmd.arg("serve")
-        .arg(root.path())
-        .args(["--no-pin", "--isolation", "process", "--child-watch", watch])
-        .args(["--bind", "127.0.0.1:0"])
-        .env(TAG_VAR, &tag.name);
-    let raw = Raw::spawn(&mut cmd);
-    let addr = raw
-        .ready(Duration::from_secs(10))
-        .unwrap_or_else(|| panic!("not ready\n{}", raw.stderr()));
+    let server = process(watch, root.path()).program(&exe).start();
+    let addr = server.addr();
     let mut before = Vec::new();
     assert!(wait_until(Duration::from_secs(5), || {
-        before = tag.workers();
+        before = server.workers();
         before.len() == 1
     }));
 
@@ -799,13 +434,13 @@ fn a_binary_replaced_on_disk_runs_the_next_generation(watch: &str) {
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::rename(&script, &exe).unwrap();
 
-    signal(raw.pid(), Signal::SIGHUP);
+    server.signal(Signal::SIGHUP);
     let mut after = Vec::new();
     let replaced = wait_until(Duration::from_secs(5), || {
-        after = tag.workers();
+        after = server.workers();
         after.len() == 1 && after != before
     });
-    assert!(replaced, "{before:?} -> {after:?}\n{}", raw.stderr());
+    assert!(replaced, "{before:?} -> {after:?}\n{}", server.stderr());
     let ran = std::fs::read_to_string(&marker).unwrap_or_default();
     assert_eq!(ran.trim(), after[0].to_string(), "new binary not used");
     assert_eq!(
@@ -820,36 +455,34 @@ fn a_binary_replaced_on_disk_runs_the_next_generation(watch: &str) {
 fn sigint_during_the_barrier_exits_promptly_and_leaves_nothing(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
     let addr = free_port();
-    let mut raw = Raw::spawn(&mut serve_command(
-        watch,
-        &tag,
-        root.path(),
-        &[
-            "--workers",
-            "2",
-            "--bind",
-            &addr.to_string(),
-            "--drain-timeout",
-            "1",
-        ],
-        "delay-prepare=1:10000",
-    ));
-    assert!(wait_until(Duration::from_secs(5), || tag.workers().len() == 2));
+    let mut server = process(watch, root.path())
+        .bind(addr.to_string())
+        .args(&["--workers", "2", "--drain-timeout", "1"])
+        .fault("delay-prepare=1:10000")
+        .spawn();
+    server.wait_workers(2);
     // Worker 0 prepares at once and waits for COMMIT; worker 1 sleeps.
     std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
-    signal(raw.pid(), Signal::SIGINT);
-    let status = raw
-        .wait(Duration::from_secs(5))
-        .unwrap_or_else(|| panic!("still running 5 s after SIGINT\n{}", raw.stderr()));
+    server.signal(Signal::SIGINT);
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("still running 5 s after SIGINT\n{}", server.stderr()));
     let took = sent.elapsed();
-    assert_eq!(status.code(), Some(1), "{}", raw.stderr());
+    assert_eq!(status.code(), Some(1), "{}", server.stderr());
     assert!(took < Duration::from_millis(2500), "exited after {took:?}");
-    assert!(raw.stderr().contains("interrupted"), "{}", raw.stderr());
-    assert!(raw.ready(Duration::from_millis(10)).is_none());
-    assert!(tag.all_gone(), "left: {:?}", tag.processes());
+    assert!(
+        server.stderr().contains("interrupted"),
+        "{}",
+        server.stderr()
+    );
+    assert!(server.wait_ready(Duration::from_millis(10)).is_none());
+    assert!(
+        server.tag().all_gone(),
+        "left: {:?}",
+        server.tag().processes()
+    );
     assert!(port_is_free(addr));
 }
 
@@ -859,23 +492,24 @@ fn sigint_during_the_barrier_exits_promptly_and_leaves_nothing(watch: &str) {
 fn a_second_sigint_during_a_startup_rollback_exits_at_once(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
-    let mut raw = Raw::spawn(&mut serve_command(
-        watch,
-        &tag,
-        root.path(),
-        &["--workers", "2", "--bind", "127.0.0.1:0"],
-        "delay-prepare=1:10000",
-    ));
-    assert!(wait_until(Duration::from_secs(5), || tag.workers().len() == 2));
+    let mut server = process(watch, root.path())
+        .args(&["--workers", "2"])
+        .fault("delay-prepare=1:10000")
+        .spawn();
+    server.wait_workers(2);
     std::thread::sleep(Duration::from_millis(300));
-    signal(raw.pid(), Signal::SIGINT);
+    server.signal(Signal::SIGINT);
     std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
-    signal(raw.pid(), Signal::SIGINT);
-    let status = raw.wait(Duration::from_secs(10));
+    server.signal(Signal::SIGINT);
+    let status = server.wait_exit(Duration::from_secs(10));
     let took = sent.elapsed();
-    assert_eq!(status.and_then(|s| s.code()), Some(130), "{}", raw.stderr());
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "{}",
+        server.stderr()
+    );
     assert!(
         took < Duration::from_secs(1),
         "exited {took:?} after the second SIGINT"
@@ -885,28 +519,27 @@ fn a_second_sigint_during_a_startup_rollback_exits_at_once(watch: &str) {
 fn supervisor_killed_before_commit_its_workers_exit_without_serving(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
     let addr = free_port();
-    let mut raw = Raw::spawn(&mut serve_command(
-        watch,
-        &tag,
-        root.path(),
-        &["--workers", "2", "--bind", &addr.to_string()],
-        "delay-prepare=1:1500",
-    ));
-    assert!(wait_until(Duration::from_secs(5), || tag.workers().len() == 2));
+    let mut server = process(watch, root.path())
+        .bind(addr.to_string())
+        .args(&["--workers", "2"])
+        .fault("delay-prepare=1:1500")
+        .spawn();
+    server.wait_workers(2);
     std::thread::sleep(Duration::from_millis(300));
-    signal(raw.pid(), Signal::SIGKILL);
-    raw.wait(Duration::from_secs(2)).expect("SIGKILL ignored");
+    server.signal(Signal::SIGKILL);
+    server
+        .wait_exit(Duration::from_secs(2))
+        .expect("SIGKILL ignored");
     // Worker 0 (prepared) sees EOF at once; worker 1 after its delay.
     let mut answers = Vec::new();
     let gone = wait_until(Duration::from_secs(5), || {
         if let Some(line) = try_get(addr, "/small.txt") {
             answers.push(line);
         }
-        tag.all_gone()
+        server.tag().all_gone()
     });
-    assert!(gone, "workers {:?} still running", tag.workers());
+    assert!(gone, "workers {:?} still running", server.workers());
     assert!(answers.is_empty(), "served without COMMIT: {answers:?}");
     assert!(port_is_free(addr));
 }
@@ -929,15 +562,14 @@ fn supervisor_killed_after_ready_its_workers_drain_and_exit(watch: &str) {
     );
     sup.wait_workers(2);
     let mut idle = idle_connection(sup.addr());
-    sup.server.signal(Signal::SIGKILL);
-    sup.server
-        .wait_exit(Duration::from_secs(2))
+    sup.signal(Signal::SIGKILL);
+    sup.wait_exit(Duration::from_secs(2))
         .expect("SIGKILL ignored");
     let killed = Instant::now();
     // The drain closes idle keep-alive connections.
     let mut b = [0u8; 16];
     assert!(matches!(idle.read(&mut b), Ok(0) | Err(_)));
-    let gone = sup.tag.wait_gone(Duration::from_secs(4));
+    let gone = sup.tag().wait_gone(Duration::from_secs(4));
     assert!(gone, "workers {:?} still running", sup.workers());
     assert!(killed.elapsed() <= Duration::from_secs(3) + Duration::from_millis(500));
     assert!(port_is_free(sup.addr()));
@@ -962,12 +594,11 @@ fn supervisor_killed_after_ready_a_stuck_client_does_not_keep_workers_alive(watc
         None,
     );
     sup.wait_workers(1);
-    let _stuck = slow_download(sup.addr());
-    sup.server.signal(Signal::SIGKILL);
-    sup.server
-        .wait_exit(Duration::from_secs(2))
+    let _stuck = slow_download(sup.addr(), "").0;
+    sup.signal(Signal::SIGKILL);
+    sup.wait_exit(Duration::from_secs(2))
         .expect("SIGKILL ignored");
-    let gone = sup.tag.wait_gone(Duration::from_secs(4));
+    let gone = sup.tag().wait_gone(Duration::from_secs(4));
     assert!(
         gone,
         "worker {:?} still running 4 s after its supervisor died (force timeout 2 s)",
@@ -985,17 +616,14 @@ fn sigterm_drains_and_exits_zero(watch: &str) {
     let mut sup = start(watch, root.path(), &["--workers", "2"], None);
     let workers = sup.wait_workers(2);
     let mut idle = idle_connection(sup.addr());
-    sup.server.signal(Signal::SIGTERM);
-    let status = sup
-        .server
-        .wait_exit(Duration::from_secs(5))
-        .expect("did not exit");
-    assert_eq!(status.code(), Some(0), "{}", sup.server.stderr());
+    sup.signal(Signal::SIGTERM);
+    let status = sup.wait_exit(Duration::from_secs(5)).expect("did not exit");
+    assert_eq!(status.code(), Some(0), "{}", sup.stderr());
     let mut b = [0u8; 16];
     assert!(matches!(idle.read(&mut b), Ok(0) | Err(_)));
     // Reaped by the supervisor before it exited.
     assert!(workers.iter().all(|&w| !alive(w)));
-    assert!(sup.tag.all_gone(), "left: {:?}", sup.tag.processes());
+    assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
     assert!(port_is_free(sup.addr()));
 }
 
@@ -1009,15 +637,14 @@ fn a_second_sigint_exits_at_once_with_130(watch: &str) {
         None,
     );
     sup.wait_workers(1);
-    let stuck = slow_download(sup.addr());
-    sup.server.signal(Signal::SIGINT);
+    let stuck = slow_download(sup.addr(), "").0;
+    sup.signal(Signal::SIGINT);
     assert!(
-        sup.server.wait_exit(Duration::from_millis(300)).is_none(),
+        sup.wait_exit(Duration::from_millis(300)).is_none(),
         "exited before the drain"
     );
-    sup.server.signal(Signal::SIGINT);
+    sup.signal(Signal::SIGINT);
     let status = sup
-        .server
         .wait_exit(Duration::from_secs(3))
         .expect("second SIGINT ignored");
     assert_eq!(status.code(), Some(130));
@@ -1025,7 +652,7 @@ fn a_second_sigint_exits_at_once_with_130(watch: &str) {
     // goes, it exits.
     drop(stuck);
     assert!(
-        sup.tag.wait_gone(Duration::from_secs(3)),
+        sup.tag().wait_gone(Duration::from_secs(3)),
         "orphaned worker {:?} did not exit",
         sup.workers()
     );
@@ -1042,16 +669,13 @@ fn a_worker_ignoring_drain_is_killed_at_the_force_timeout(watch: &str) {
     );
     let w = sup.wait_workers(1)[0];
     let sent = Instant::now();
-    sup.server.signal(Signal::SIGTERM);
-    let status = sup
-        .server
-        .wait_exit(Duration::from_secs(5))
-        .expect("did not exit");
+    sup.signal(Signal::SIGTERM);
+    let status = sup.wait_exit(Duration::from_secs(5)).expect("did not exit");
     let took = sent.elapsed();
     assert!(took <= Duration::from_secs(3), "exited after {took:?}");
     assert!(took >= Duration::from_millis(1400), "exited after {took:?}");
-    assert_eq!(status.code(), Some(1), "{}", sup.server.stderr());
-    let stderr = sup.server.stderr();
+    assert_eq!(status.code(), Some(1), "{}", sup.stderr());
+    let stderr = sup.stderr();
     assert!(stderr.contains("were cut"), "{stderr}");
     assert!(!alive(w), "worker {w} survived");
 }
@@ -1064,13 +688,13 @@ fn a_crashed_worker_is_replaced_and_serves_within_a_second(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &[], None);
     let old = sup.wait_workers(1)[0];
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
     let killed = Instant::now();
     signal(old, Signal::SIGKILL);
     assert!(wait_until(Duration::from_secs(1), || !alive(old)));
     // Queued on the socket the supervisor keeps; only the replacement can
     // answer it.
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
     let took = killed.elapsed();
     assert!(took < Duration::from_secs(1), "served after {took:?}");
     let new = sup.wait_workers(1)[0];
@@ -1098,14 +722,9 @@ fn a_worker_killed_repeatedly_is_replaced_once(watch: &str) {
     seen.remove(&old);
     assert_eq!(seen.len(), 1, "replacements: {seen:?}");
     assert_eq!(sup.workers(), seen.into_iter().collect::<Vec<_>>());
-    assert_eq!(
-        sup.stderr_count("died unexpectedly"),
-        1,
-        "{}",
-        sup.server.stderr()
-    );
-    assert!(sup.server.wait_exit(Duration::ZERO).is_none());
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.stderr_count("died unexpectedly"), 1, "{}", sup.stderr());
+    assert!(sup.wait_exit(Duration::ZERO).is_none());
+    assert_eq!(sup.get("/small.txt").status, 200);
 }
 
 /// A worker of a generation already draining (after a reload) that dies is
@@ -1115,8 +734,8 @@ fn a_draining_worker_that_dies_is_not_replaced(watch: &str) {
     let root = docroot(BIG);
     let sup = start(watch, root.path(), &["--drain-timeout", "20"], None);
     let old = sup.wait_workers(1)[0];
-    let _stuck = slow_download(sup.addr());
-    sup.server.signal(Signal::SIGHUP);
+    let _stuck = slow_download(sup.addr(), "").0;
+    sup.signal(Signal::SIGHUP);
     let mut both = Vec::new();
     assert!(
         wait_until(Duration::from_secs(5), || {
@@ -1131,13 +750,8 @@ fn a_draining_worker_that_dies_is_not_replaced(watch: &str) {
     std::thread::sleep(Duration::from_millis(1500));
     let new: Vec<u32> = both.into_iter().filter(|&p| p != old).collect();
     assert_eq!(sup.workers(), new);
-    assert_eq!(
-        sup.stderr_count("died unexpectedly"),
-        0,
-        "{}",
-        sup.server.stderr()
-    );
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.stderr_count("died unexpectedly"), 0, "{}", sup.stderr());
+    assert_eq!(sup.get("/small.txt").status, 200);
 }
 
 fn a_crash_loop_stops_the_server(watch: &str) {
@@ -1156,22 +770,21 @@ fn a_crash_loop_stops_the_server(watch: &str) {
             w = sup.workers();
             w.len() == 1 && !killed.contains(&w[0])
         });
-        assert!(replaced, "no replacement: {w:?}\n{}", sup.server.stderr());
-        assert_eq!(sup.server.get("/small.txt").status, 200);
+        assert!(replaced, "no replacement: {w:?}\n{}", sup.stderr());
+        assert_eq!(sup.get("/small.txt").status, 200);
         signal(w[0], Signal::SIGKILL);
         killed.push(w[0]);
     }
     let status = sup
-        .server
         .wait_exit(Duration::from_secs(5))
         .expect("did not stop on the crash loop");
     assert_eq!(status.code(), Some(1));
-    let stderr = sup.server.stderr();
+    let stderr = sup.stderr();
     assert!(
         stderr.contains("crash loop: worker 0 died 3 times in 60 s, last: signal 9"),
         "{stderr}"
     );
-    assert!(sup.tag.all_gone(), "left: {:?}", sup.tag.processes());
+    assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
     assert!(port_is_free(sup.addr()));
 }
 
@@ -1219,14 +832,14 @@ fn a_hung_worker_is_replaced_after_two_missed_beats(watch: &str) {
     assert!(
         replacements >= 2,
         "{replacements} replacement(s) in 6 s; workers {last:?}\n{}",
-        sup.server.stderr()
+        sup.stderr()
     );
     // Worker 0 was never touched.
     let survivors: Vec<u32> = initial.iter().copied().filter(|&p| alive(p)).collect();
     assert_eq!(survivors.len(), 1, "{initial:?}");
-    assert!(sup.server.stderr().contains("missed two beats"));
+    assert!(sup.stderr().contains("missed two beats"));
     for _ in 0..10 {
-        assert_eq!(sup.server.get("/small.txt").status, 200);
+        assert_eq!(sup.get("/small.txt").status, 200);
     }
 }
 
@@ -1307,13 +920,11 @@ impl Notify {
     }
 
     /// A process-mode server with NOTIFY_SOCKET pointing here.
-    fn start(&self, watch: &str, root: &Path) -> Sup {
-        let tag = Tag::new();
-        let server = builder(watch, &tag, root)
+    fn start(&self, watch: &str, root: &Path) -> TestServer {
+        process(watch, root)
             .args(&["--workers", "2"])
             .env("NOTIFY_SOCKET", &self.path)
-            .start();
-        Sup { server, tag }
+            .start()
     }
 }
 
@@ -1332,9 +943,9 @@ fn systemd_is_told_ready_reloading_and_stopping(watch: &str) {
     assert_eq!(from, me);
     assert!(reloading.starts_with("RELOADING=1"), "{reloading:?}");
     assert_eq!(notify.recv(), ("READY=1".to_owned(), me));
-    sup.server.signal(Signal::SIGTERM);
+    sup.signal(Signal::SIGTERM);
     assert_eq!(notify.recv(), ("STOPPING=1".to_owned(), me));
-    let status = sup.server.wait_exit(Duration::from_secs(5)).unwrap();
+    let status = sup.wait_exit(Duration::from_secs(5)).unwrap();
     assert_eq!(status.code(), Some(0));
 }
 
@@ -1361,7 +972,7 @@ fn reloading_is_announced_with_its_monotonic_time(watch: &str) {
     let sup = notify.start(watch, root.path());
     assert_eq!(notify.recv().0, "READY=1");
     let before_us = monotonic_us();
-    sup.server.signal(Signal::SIGHUP);
+    sup.signal(Signal::SIGHUP);
     let (reloading, _) = notify.recv();
     let usec: Option<u64> = reloading
         .lines()
@@ -1376,42 +987,16 @@ fn reloading_is_announced_with_its_monotonic_time(watch: &str) {
 /// Start `servery serve ROOT --no-pin --isolation process --child-watch
 /// WATCH ARGS` as systemd would with one socket (fd 3, LISTEN_FDS=1,
 /// LISTEN_PID its pid); returns the server and the socket's address.
-#[allow(unsafe_code)]
-fn socket_activated(watch: &str, tag: &Tag, root: &Path, args: &str) -> (Raw, SocketAddr) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
+fn socket_activated(watch: &str, root: &Path, args: &[&str]) -> (TestServer, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let fd = listener.as_raw_fd();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(format!(
-            "LISTEN_PID=$$ LISTEN_FDS=1 exec {BIN} serve {} --no-pin \
-             --isolation process --child-watch {watch} {args}",
-            root.display()
-        ))
-        .env(TAG_VAR, &tag.name);
-    // SAFETY: between fork and exec only dup2/fcntl run, which are
-    // async-signal-safe; `listener` stays open in the parent for the call.
-    unsafe {
-        cmd.pre_exec(move || {
-            // dup2 onto itself keeps FD_CLOEXEC: clear it instead.
-            let rc = if fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, 3)
-            };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let raw = Raw::spawn(&mut cmd);
-    drop(listener);
-    let ready = raw.ready(Duration::from_secs(10));
-    assert_eq!(ready, Some(addr), "{}", raw.stderr());
-    (raw, addr)
+    let mut server = process(watch, root)
+        .systemd_socket(listener)
+        .args(args)
+        .spawn();
+    let ready = server.wait_ready(Duration::from_secs(10));
+    assert_eq!(ready, Some(addr), "{}", server.stderr());
+    (server, addr)
 }
 
 /// systemd socket activation: the inherited socket is passed on to the
@@ -1419,9 +1004,8 @@ fn socket_activated(watch: &str, tag: &Tag, root: &Path, args: &str) -> (Raw, So
 fn workers_serve_an_inherited_systemd_socket(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
-    let (_raw, addr) = socket_activated(watch, &tag, root.path(), "--workers 2");
-    assert!(wait_until(Duration::from_secs(5), || tag.workers().len() == 2));
+    let (server, addr) = socket_activated(watch, root.path(), &["--workers", "2"]);
+    server.wait_workers(2);
     for _ in 0..20 {
         assert_eq!(
             try_get(addr, "/small.txt").as_deref(),
@@ -1436,25 +1020,22 @@ fn workers_serve_an_inherited_systemd_socket(watch: &str) {
 fn a_reload_that_changes_workers_keeps_the_inherited_systemd_socket(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let tag = Tag::new();
     let other = free_port();
     let config = ConfigFile::new(&format!("workers = 1\nbind = [\"{other}\"]\n"));
-    let (raw, addr) = socket_activated(
-        watch,
-        &tag,
-        root.path(),
-        &format!("--config {}", config.arg()),
-    );
-    assert!(wait_until(Duration::from_secs(5), || tag.workers().len() == 1));
-    let before = tag.workers();
+    let (server, addr) = socket_activated(watch, root.path(), &["--config", config.arg()]);
+    assert!(wait_until(Duration::from_secs(5), || server
+        .workers()
+        .len()
+        == 1));
+    let before = server.workers();
     config.write(&format!("workers = 2\nbind = [\"{other}\"]\n"));
-    signal(raw.pid(), Signal::SIGHUP);
+    server.signal(Signal::SIGHUP);
     let mut after = Vec::new();
     let reloaded = wait_until(Duration::from_secs(5), || {
-        after = tag.workers();
+        after = server.workers();
         after.len() == 2 && after.iter().all(|p| !before.contains(p))
     });
-    assert!(reloaded, "{before:?} -> {after:?}\n{}", raw.stderr());
+    assert!(reloaded, "{before:?} -> {after:?}\n{}", server.stderr());
     for _ in 0..20 {
         assert_eq!(
             try_get(addr, "/small.txt").as_deref(),
@@ -1767,7 +1348,7 @@ fn sigkill_of_a_worker_every_second_under_load_fails_only_its_requests(watch: &s
         assert!(
             back,
             "no replacement for {victim} within 3 s\n{}",
-            sup.server.stderr()
+            sup.stderr()
         );
         respawn.push(tick.elapsed());
         std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
@@ -1813,8 +1394,8 @@ fn sigkill_of_a_worker_every_second_under_load_fails_only_its_requests(watch: &s
         "a request waited {:?}",
         tally.max_latency
     );
-    assert!(sup.server.stderr().contains("died unexpectedly"));
-    assert!(!sup.server.stderr().contains("crash loop"));
+    assert!(sup.stderr().contains("died unexpectedly"));
+    assert!(!sup.stderr().contains("crash loop"));
     sup.wait_workers(2);
 }
 
@@ -1826,7 +1407,7 @@ fn reloads_under_load_fail_no_request_and_release_every_handle(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &["--workers", "2"], None);
     sup.wait_workers(2);
-    assert_eq!(sup.server.get("/small.txt").status, 200);
+    assert_eq!(sup.get("/small.txt").status, 200);
     let fds = fd_targets(sup.pid());
     let threads = thread_count(sup.pid());
     let load = Load::start(sup.addr());
@@ -1850,7 +1431,7 @@ fn reloads_under_load_fail_no_request_and_release_every_handle(watch: &str) {
         tally.failures.is_empty(),
         "{:?}\nreloads (SIGHUP sent at, new workers): {reloads:#?}\n{}",
         tally.failures,
-        sup.server.stderr()
+        sup.stderr()
     );
     assert_eq!(tally.refused, 0);
     assert!(tally.ok > 0);
@@ -2023,8 +1604,8 @@ fn sigterm_under_load_answers_every_request_it_read(watch: &str) {
     sup.wait_workers(2);
     let load = Load::start(sup.addr());
     std::thread::sleep(Duration::from_secs(1));
-    sup.server.signal(Signal::SIGTERM);
-    let status = sup.server.wait_exit(Duration::from_secs(8));
+    sup.signal(Signal::SIGTERM);
+    let status = sup.wait_exit(Duration::from_secs(8));
     let tally = load.finish();
     eprintln!(
         "SIGTERM: ok {} retried {} failed {} refused {}",
@@ -2034,10 +1615,10 @@ fn sigterm_under_load_answers_every_request_it_read(watch: &str) {
         tally.refused
     );
     let status = status.expect("did not exit");
-    assert_eq!(status.code(), Some(0), "{}", sup.server.stderr());
+    assert_eq!(status.code(), Some(0), "{}", sup.stderr());
     assert!(tally.failures.is_empty(), "{:?}", tally.failures);
     assert!(tally.ok > 0);
-    assert!(sup.tag.all_gone(), "left: {:?}", sup.tag.processes());
+    assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
     assert!(port_is_free(sup.addr()));
 }
 
@@ -2060,12 +1641,11 @@ fn supervisor_killed_under_load_its_workers_drain_and_exit(watch: &str) {
     sup.wait_workers(2);
     let load = Load::start(sup.addr());
     std::thread::sleep(Duration::from_secs(1));
-    sup.server.signal(Signal::SIGKILL);
-    sup.server
-        .wait_exit(Duration::from_secs(2))
+    sup.signal(Signal::SIGKILL);
+    sup.wait_exit(Duration::from_secs(2))
         .expect("SIGKILL ignored");
     let killed = Instant::now();
-    let gone = sup.tag.wait_gone(Duration::from_secs(4));
+    let gone = sup.tag().wait_gone(Duration::from_secs(4));
     let took = killed.elapsed();
     let tally = load.finish();
     eprintln!(

@@ -6,45 +6,44 @@
 //! certificate swapped on disk and reloaded with SIGHUP under load, and the
 //! start-up refusals (exit 2).
 //!
-//! The shared harness's ready-line parser knows `http://` listeners only, so
-//! this file starts its own servers ([`Server`]) and reads the `https://`
-//! listeners and the `tls sha256` fingerprint from the ready line.
-//! Certificates come from a test CA made with rcgen ([`Pki`]); the
-//! self-signed identity is checked by pinning the fingerprint the ready line
-//! prints ([`Pinned`]). Requests are raw HTTP/1.1 over a rustls
-//! `StreamOwned`.
+//! Servers come from the shared harness ([`tls_server`]: a TLS listener
+//! only, an admin listener), which reads the `https://` listeners and the
+//! `tls sha256` fingerprint from the ready line. Certificates come from a
+//! test CA made with rcgen ([`Pki`]); the self-signed identity is checked by
+//! pinning the fingerprint the ready line prints (`common::tls::Pinned`).
+//! Requests are raw HTTP/1.1 over a rustls `StreamOwned`
+//! (`common::tls::request`).
 //!
 //! Process-mode counters reach `/metrics` with the 1 s health beats, so
-//! metric checks poll ([`Server::wait_metrics`]) rather than sleep.
+//! metric checks poll (`TestServer::wait_metrics`) rather than sleep.
 
 #[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SignatureAlgorithm,
 };
-use rustls::client::{ClientSessionMemoryCache, Resumption};
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::client::Resumption;
+use rustls::pki_types::CertificateDer;
 use rustls::{
-    ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore, StreamOwned,
-    SupportedProtocolVersion,
+    ClientConfig, HandshakeKind, ProtocolVersion, RootCertStore, SupportedProtocolVersion,
 };
 
-use common::tls::{fingerprint, provider, Pinned};
-use common::{is_timeout, read_until_close, Signal, BIN, IO_TIMEOUT, READY_TIMEOUT};
-
-const TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
-const TLS12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];
+use common::tls::{
+    self, connect_as, connected, fingerprint, get, peer_fingerprint, pinned, pinned_full, request,
+    trusting, trusting_any, Tls, TLS12, TLS13,
+};
+use common::{free_port, read_until_close, Builder, ReadError, Signal, TestServer, IO_TIMEOUT};
 
 // ---------------------------------------------------------------------------
 // Docroot
@@ -58,12 +57,17 @@ fn big() -> Vec<u8> {
     (0..BIG_BYTES).map(|i| (i * 7 % 251) as u8).collect()
 }
 
-/// `hello.txt` and `big.bin`.
-fn docroot() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp docroot");
-    std::fs::write(dir.path().join("hello.txt"), HELLO).expect("write hello.txt");
-    std::fs::write(dir.path().join("big.bin"), big()).expect("write big.bin");
-    dir
+/// A server over a docroot of `hello.txt` and `big.bin`.
+fn site() -> Builder {
+    TestServer::builder()
+        .file("hello.txt", HELLO)
+        .file("big.bin", big())
+}
+
+/// The suite's server: a TLS listener only (no plain `--bind`; the identity
+/// is the caller's), an admin listener and `RUST_LOG=info`, over [`site`].
+fn tls_server() -> Builder {
+    site().no_bind().admin().env("RUST_LOG", "info")
 }
 
 // ---------------------------------------------------------------------------
@@ -188,194 +192,7 @@ impl Pki {
 }
 
 // ---------------------------------------------------------------------------
-// Server
-
-/// A `servery serve` child on `--tls-bind 127.0.0.1:0` with an admin
-/// listener; stopped (SIGTERM, then SIGKILL) on drop.
-struct Server {
-    child: Child,
-    https: Vec<SocketAddr>,
-    http: Vec<SocketAddr>,
-    admin: SocketAddr,
-    fingerprint: String,
-    ready_line: String,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    _root: tempfile::TempDir,
-}
-
-/// What the ready line says: plain and TLS listeners, admin, fingerprint.
-struct ReadyLine {
-    http: Vec<SocketAddr>,
-    https: Vec<SocketAddr>,
-    admin: Option<SocketAddr>,
-    fingerprint: Option<String>,
-}
-
-/// Parse `servery: ready on http://A https://B — ..., admin http://C, tls
-/// sha256 FP`.
-fn parse_ready(line: &str) -> Option<ReadyLine> {
-    let rest = line.strip_prefix("servery: ready on ")?;
-    let (urls, details) = rest.split_once(" — ")?;
-    let mut ready = ReadyLine {
-        http: Vec::new(),
-        https: Vec::new(),
-        admin: None,
-        fingerprint: None,
-    };
-    for url in urls.split_whitespace() {
-        if let Some(a) = url.strip_prefix("https://") {
-            ready.https.push(a.parse().ok()?);
-        } else {
-            ready.http.push(url.strip_prefix("http://")?.parse().ok()?);
-        }
-    }
-    for part in details.split(", ") {
-        if let Some(a) = part.strip_prefix("admin http://") {
-            ready.admin = Some(a.parse().ok()?);
-        } else if let Some(fp) = part.strip_prefix("tls sha256 ") {
-            ready.fingerprint = Some(fp.to_owned());
-        }
-    }
-    Some(ready)
-}
-
-fn capture(mut source: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    let sink = buf.clone();
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n @ 1..) = source.read(&mut chunk) {
-            sink.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend_from_slice(&chunk[..n]);
-        }
-    });
-    buf
-}
-
-impl Server {
-    /// `servery serve ROOT --no-pin --tls-bind 127.0.0.1:0 --admin
-    /// 127.0.0.1:0 ARGS` on a fresh [`docroot`].
-    fn start(args: &[&str]) -> Server {
-        let root = docroot();
-        let mut cmd = Command::new(BIN);
-        cmd.arg("serve")
-            .arg(root.path())
-            .args(["--no-pin", "--tls-bind", "127.0.0.1:0"])
-            .args(["--admin", "127.0.0.1:0"])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn servery");
-        let stderr = capture(child.stderr.take().expect("piped stderr"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(ready) = parse_ready(&line) {
-                        return Server {
-                            child,
-                            https: ready.https,
-                            http: ready.http,
-                            admin: ready.admin.expect("admin listener in the ready line"),
-                            fingerprint: ready.fingerprint.expect("tls sha256 in the ready line"),
-                            ready_line: line,
-                            stderr,
-                            _root: root,
-                        };
-                    }
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    let status = child.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    panic!(
-                        "servery {args:?} did not become ready ({status:?}); stderr:\n{}",
-                        String::from_utf8_lossy(&stderr.lock().unwrap_or_else(|e| e.into_inner()))
-                    );
-                }
-            }
-        }
-    }
-
-    /// The first TLS listener.
-    fn https(&self) -> SocketAddr {
-        self.https[0]
-    }
-
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-
-    /// Wait up to `limit` for `needle` to appear `n` times in stderr.
-    fn wait_log(&self, needle: &str, n: usize, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while self.stderr().matches(needle).count() < n {
-            assert!(
-                Instant::now() < deadline,
-                "no {needle:?} (x{n}) in stderr after {limit:?}:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, sig).expect("kill(2) the server");
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn metrics(&self) -> String {
-        let mut s = common::connect(self.admin);
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n")
-            .expect("write /metrics request");
-        let r = common::read_response(&mut s);
-        assert_eq!(r.status, 200, "/metrics");
-        r.body_text()
-    }
-
-    /// Poll `/metrics` until `done` holds (process workers report with the
-    /// 1 s beats); the last text either way.
-    fn wait_metrics(&self, limit: Duration, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            let text = self.metrics();
-            if done(&text) || Instant::now() >= deadline {
-                return text;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.alive() {
-            self.signal(Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while self.alive() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+// Metrics
 
 /// The value of the series `key` (e.g. `servery_tls_resumed_total` for the
 /// sum, `servery_tls_resumed_total{worker="0"}` for one worker); 0 if absent.
@@ -389,202 +206,7 @@ fn per_worker(text: &str, name: &str, worker: usize) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// Client
-
-/// ALPN `http/1.1`, and a session store of its own shared by every
-/// connection made with the config.
-fn finish(mut config: ClientConfig) -> Arc<ClientConfig> {
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.resumption = Resumption::store(Arc::new(ClientSessionMemoryCache::new(64)));
-    Arc::new(config)
-}
-
-/// A client trusting `roots` (web PKI name checks), speaking `versions`.
-fn trusting(
-    roots: RootCertStore,
-    versions: &[&'static SupportedProtocolVersion],
-) -> Arc<ClientConfig> {
-    finish(
-        ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(versions)
-            .expect("protocol versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
-}
-
-/// A client accepting only the certificate with `fp`, speaking `versions`.
-fn pinned(fp: &str, versions: &[&'static SupportedProtocolVersion]) -> Arc<ClientConfig> {
-    verifying(Some(fp), versions)
-}
-
-/// A client accepting any certificate (still checking the handshake
-/// signature against it).
-fn trusting_any() -> Arc<ClientConfig> {
-    verifying(None, TLS13)
-}
-
-fn verifying(
-    fp: Option<&str>,
-    versions: &[&'static SupportedProtocolVersion],
-) -> Arc<ClientConfig> {
-    finish(
-        ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(versions)
-            .expect("protocol versions")
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Pinned {
-                fingerprint: fp.map(str::to_owned),
-                provider: provider(),
-            }))
-            .with_no_client_auth(),
-    )
-}
-
-/// A pinned client that never resumes: every handshake shows the
-/// certificate.
-fn pinned_full(fp: &str) -> Arc<ClientConfig> {
-    let mut config = Arc::unwrap_or_clone(pinned(fp, TLS13));
-    config.resumption = Resumption::disabled();
-    Arc::new(config)
-}
-
-type Tls = StreamOwned<ClientConnection, TcpStream>;
-
-/// Connect and complete the handshake, sending `name` as SNI (an IP address
-/// sends none).
-fn tls_connect_as(config: &Arc<ClientConfig>, addr: SocketAddr, name: &str) -> io::Result<Tls> {
-    let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    tcp.set_read_timeout(Some(IO_TIMEOUT))?;
-    tcp.set_write_timeout(Some(IO_TIMEOUT))?;
-    tcp.set_nodelay(true)?;
-    let name = ServerName::try_from(name.to_owned()).map_err(io::Error::other)?;
-    let conn = ClientConnection::new(config.clone(), name).map_err(io::Error::other)?;
-    let mut s = StreamOwned::new(conn, tcp);
-    while s.conn.is_handshaking() {
-        s.conn.complete_io(&mut s.sock)?;
-    }
-    Ok(s)
-}
-
-fn tls_connect(config: &Arc<ClientConfig>, addr: SocketAddr) -> io::Result<Tls> {
-    tls_connect_as(config, addr, "localhost")
-}
-
-fn connected(config: &Arc<ClientConfig>, addr: SocketAddr) -> Tls {
-    tls_connect(config, addr).unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"))
-}
-
-fn peer_fingerprint(s: &Tls) -> String {
-    let certs = s.conn.peer_certificates().expect("server certificates");
-    fingerprint(&certs[0])
-}
-
-/// One response read off a TLS stream.
-#[derive(Debug)]
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The server said it closes after this response.
-    fn closes(&self) -> bool {
-        self.header("connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
-    }
-}
-
-/// How a request failed.
-#[derive(Debug)]
-enum Fail {
-    /// The connection closed before any byte of a response: the request
-    /// may be retried on a new connection.
-    Unanswered(io::Error),
-    /// Anything else: a timeout, or a response cut or malformed.
-    Broken(String),
-}
-
-impl std::fmt::Display for Fail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Fail::Unanswered(e) => write!(f, "closed before any response byte: {e}"),
-            Fail::Broken(m) => f.write_str(m),
-        }
-    }
-}
-
-/// `GET path` with `extra` header lines on `s`, and its response.
-fn request(s: &mut Tls, path: &str, extra: &str) -> Result<Resp, Fail> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n");
-    s.write_all(req.as_bytes())
-        .and_then(|()| s.flush())
-        .map_err(Fail::Unanswered)?;
-    read_resp(s)
-}
-
-fn get(s: &mut Tls, path: &str, extra: &str) -> Resp {
-    request(s, path, extra).unwrap_or_else(|e| panic!("GET {path}: {e}"))
-}
-
-/// Read one response (Content-Length framing) byte-exactly.
-fn read_resp(s: &mut impl Read) -> Result<Resp, Fail> {
-    let mut head = Vec::with_capacity(256);
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(0) if head.is_empty() => {
-                return Err(Fail::Unanswered(io::ErrorKind::UnexpectedEof.into()))
-            }
-            Ok(0) => return Err(Fail::Broken(format!("EOF after {} head bytes", head.len()))),
-            Ok(_) => head.push(byte[0]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if head.is_empty() && !is_timeout(&e) => return Err(Fail::Unanswered(e)),
-            Err(e) => return Err(Fail::Broken(format!("{e} after {} head bytes", head.len()))),
-        }
-        if head.len() > 64 * 1024 {
-            return Err(Fail::Broken("response head over 64 KiB".into()));
-        }
-    }
-    let text = String::from_utf8(head).map_err(|_| Fail::Broken("head not UTF-8".into()))?;
-    let mut lines = text.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let status = status_line
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| Fail::Broken(format!("bad status line {status_line:?}")))?;
-    let mut headers = Vec::new();
-    for line in lines.filter(|l| !l.is_empty()) {
-        let (n, v) = line
-            .split_once(':')
-            .ok_or_else(|| Fail::Broken(format!("bad field {line:?}")))?;
-        headers.push((n.to_owned(), v.trim().to_owned()));
-    }
-    let mut resp = Resp {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    if !(status < 200 || status == 204 || status == 304) {
-        let n: usize = resp
-            .header("content-length")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| Fail::Broken(format!("no Content-Length: {resp:?}")))?;
-        resp.body = vec![0; n];
-        s.read_exact(&mut resp.body)
-            .map_err(|e| Fail::Broken(format!("body cut: {e}")))?;
-    }
-    Ok(resp)
-}
+// Fetches
 
 /// The body of a whole file, a middle range and a suffix range on one
 /// kept-alive connection, then a `Connection: close` ended by close_notify.
@@ -622,13 +244,15 @@ fn fetch_file_and_ranges(s: &mut Tls) {
 fn fetch_with(driver: &str, versions: &[&'static SupportedProtocolVersion], want: ProtocolVersion) {
     let pki = Pki::new();
     let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let mut args = vec!["--driver", driver];
-    args.extend(leaf.args());
-    let server = Server::start(&args);
+    let server = tls_server()
+        .driver(driver)
+        .tls_files(&leaf.cert, &leaf.key)
+        .start();
     assert_eq!(
-        server.fingerprint, leaf.fingerprint,
+        server.fingerprint(),
+        leaf.fingerprint,
         "{}",
-        server.ready_line
+        server.ready_line()
     );
 
     let config = trusting(pki.roots(), versions);
@@ -653,7 +277,7 @@ fn tls12_client_fetches_a_file_and_ranges(driver: &str) {
 /// count in `servery_tls_plaintext_total` (not in the failed count), and
 /// the port still serves TLS afterwards.
 fn plain_http_on_the_tls_port_is_closed_and_counted(driver: &str) {
-    let server = Server::start(&["--driver", driver, "--tls-self-signed"]);
+    let server = tls_server().driver(driver).tls_self_signed().start();
     let mut s = common::connect(server.https());
     s.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .expect("write plain request");
@@ -674,7 +298,7 @@ fn plain_http_on_the_tls_port_is_closed_and_counted(driver: &str) {
     assert_eq!(metric(&text, "servery_tls_failed_total"), 0, "{text}");
     assert_eq!(metric(&text, "servery_tls_handshakes_total"), 0, "{text}");
 
-    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    let mut s = connected(&pinned(server.fingerprint(), TLS13), server.https());
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
 }
 
@@ -682,14 +306,12 @@ fn plain_http_on_the_tls_port_is_closed_and_counted(driver: &str) {
 /// and one that stops inside its ClientHello, are both closed after about a
 /// second and counted as failed; a finished handshake is not bound by it.
 fn a_silent_client_on_the_tls_port_is_closed_after_the_handshake_timeout(driver: &str) {
-    let server = Server::start(&[
-        "--driver",
-        driver,
-        "--tls-self-signed",
-        "--tls-handshake-timeout",
-        "1",
-    ]);
-    let config = pinned(&server.fingerprint, TLS13);
+    let server = tls_server()
+        .driver(driver)
+        .tls_self_signed()
+        .args(&["--tls-handshake-timeout", "1"])
+        .start();
+    let config = pinned(server.fingerprint(), TLS13);
     let mut done = connected(&config, server.https());
     let started = Instant::now();
     let mut silent = common::connect(server.https());
@@ -741,7 +363,7 @@ fn curl_fetches_over_tls13_and_tls12() {
     }
     let pki = Pki::new();
     let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let server = Server::start(&leaf.args());
+    let server = tls_server().tls_files(&leaf.cert, &leaf.key).start();
     let port = server.https().port();
     let out_dir = tempfile::tempdir().expect("temp dir");
     let body = out_dir.path().join("body");
@@ -813,16 +435,16 @@ fn curl_fetches_over_tls13_and_tls12() {
 /// and counted as failed.
 #[test]
 fn alpn_is_http11_and_an_h2_only_client_is_refused() {
-    let server = Server::start(&["--tls-self-signed"]);
-    let mut none = Arc::unwrap_or_clone(pinned(&server.fingerprint, TLS13));
+    let server = tls_server().tls_self_signed().start();
+    let mut none = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
     none.alpn_protocols.clear();
     let mut s = connected(&Arc::new(none), server.https());
     assert_eq!(s.conn.alpn_protocol(), None);
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
 
-    let mut h2 = Arc::unwrap_or_clone(pinned(&server.fingerprint, TLS13));
+    let mut h2 = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
     h2.alpn_protocols = vec![b"h2".to_vec()];
-    let e = tls_connect(&Arc::new(h2), server.https())
+    let e = tls::connect(&Arc::new(h2), server.https())
         .expect_err("an h2-only client must not be accepted");
     assert!(
         e.to_string().contains("NoApplicationProtocol"),
@@ -839,14 +461,14 @@ fn alpn_is_http11_and_an_h2_only_client_is_refused() {
 /// nothing else; any SNI (or none) gets it.
 #[test]
 fn self_signed_identity_names_localhost_and_the_bound_ip() {
-    let server = Server::start(&["--tls-self-signed"]);
-    let s = connected(&pinned_full(&server.fingerprint), server.https());
+    let server = tls_server().tls_self_signed().start();
+    let s = connected(&pinned_full(server.fingerprint()), server.https());
     let leaf = s.conn.peer_certificates().expect("certificates")[0].clone();
-    assert_eq!(fingerprint(&leaf), server.fingerprint);
+    assert_eq!(fingerprint(&leaf), server.fingerprint());
     drop(s);
 
     for name in ["anything.example", "127.0.0.1", "localhost"] {
-        let mut s = tls_connect_as(&pinned_full(&server.fingerprint), server.https(), name)
+        let mut s = connect_as(&pinned_full(server.fingerprint()), server.https(), name)
             .unwrap_or_else(|e| panic!("SNI {name}: {e}"));
         assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO, "SNI {name}");
     }
@@ -855,7 +477,7 @@ fn self_signed_identity_names_localhost_and_the_bound_ip() {
     roots.add(leaf).expect("self-signed certificate as a root");
     let config = trusting(roots, TLS12);
     for name in ["localhost", "127.0.0.1"] {
-        let mut s = tls_connect_as(&config, server.https(), name)
+        let mut s = connect_as(&config, server.https(), name)
             .unwrap_or_else(|e| panic!("verifying the self-signed certificate for {name}: {e}"));
         let suite = format!(
             "{:?}",
@@ -864,7 +486,7 @@ fn self_signed_identity_names_localhost_and_the_bound_ip() {
         assert!(suite.contains("ECDSA"), "{name}: {suite}");
         assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     }
-    let e = tls_connect_as(&config, server.https(), "other.example")
+    let e = connect_as(&config, server.https(), "other.example")
         .expect_err("the certificate must not be valid for other.example");
     assert!(e.to_string().contains("not valid for name"), "{e}");
 }
@@ -872,18 +494,19 @@ fn self_signed_identity_names_localhost_and_the_bound_ip() {
 /// `--tls-bind` alone: the only listener is the TLS one.
 #[test]
 fn tls_bind_alone_opens_no_plain_listener() {
-    let server = Server::start(&["--tls-self-signed"]);
-    assert!(server.http.is_empty(), "{}", server.ready_line);
-    assert_eq!(server.https.len(), 1, "{}", server.ready_line);
+    let server = tls_server().tls_self_signed().start();
+    assert!(server.http_addrs().is_empty(), "{}", server.ready_line());
+    assert_eq!(server.https_addrs().len(), 1, "{}", server.ready_line());
 
     let pki = Pki::new();
     let leaf = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let mut args = vec!["--bind", "127.0.0.1:0"];
-    args.extend(leaf.args());
-    let both = Server::start(&args);
-    assert_eq!(both.http.len(), 1, "{}", both.ready_line);
-    assert_eq!(both.https.len(), 1, "{}", both.ready_line);
-    let mut plain = common::connect(both.http[0]);
+    let both = tls_server()
+        .bind("127.0.0.1:0")
+        .tls_files(&leaf.cert, &leaf.key)
+        .start();
+    assert_eq!(both.http_addrs().len(), 1, "{}", both.ready_line());
+    assert_eq!(both.https_addrs().len(), 1, "{}", both.ready_line());
+    let mut plain = common::connect(both.http_addrs()[0]);
     plain
         .write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("write");
@@ -988,15 +611,10 @@ fn every_key_type_and_pem_encoding_is_served() {
     }
     for (name, cert, key) in &cases {
         let fp = pem_fingerprint(cert);
-        let server = Server::start(&[
-            "--tls-cert",
-            cert.to_str().expect("UTF-8"),
-            "--tls-key",
-            key.to_str().expect("UTF-8"),
-        ]);
-        assert_eq!(server.fingerprint, fp, "{name}");
+        let server = tls_server().tls_files(cert, key).start();
+        assert_eq!(server.fingerprint(), fp, "{name}");
         for versions in [TLS13, TLS12] {
-            let mut s = tls_connect(&pinned(&fp, versions), server.https())
+            let mut s = tls::connect(&pinned(&fp, versions), server.https())
                 .unwrap_or_else(|e| panic!("{name} {versions:?}: {e}"));
             assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO, "{name}");
         }
@@ -1009,14 +627,12 @@ fn every_key_type_and_pem_encoding_is_served() {
 /// `--workers 2`: 50 full handshakes all see the one certificate of the
 /// ready line, and both workers did some of them.
 fn two_workers_present_one_certificate(isolation: &str) {
-    let server = Server::start(&[
-        "--tls-self-signed",
-        "--workers",
-        "2",
-        "--isolation",
-        isolation,
-    ]);
-    let config = pinned_full(&server.fingerprint);
+    let server = tls_server()
+        .tls_self_signed()
+        .isolation(isolation)
+        .args(&["--workers", "2"])
+        .start();
+    let config = pinned_full(server.fingerprint());
     let mut seen = BTreeSet::new();
     for _ in 0..50 {
         let mut s = connected(&config, server.https());
@@ -1024,7 +640,7 @@ fn two_workers_present_one_certificate(isolation: &str) {
         seen.insert(peer_fingerprint(&s));
         assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     }
-    assert_eq!(seen, BTreeSet::from([server.fingerprint.clone()]));
+    assert_eq!(seen, BTreeSet::from([server.fingerprint().to_owned()]));
     let text = server.wait_metrics(Duration::from_secs(5), |t| {
         metric(t, "servery_tls_handshakes_total") >= 50
     });
@@ -1056,14 +672,12 @@ fn sessions_resume_on_either_worker(
     isolation: &str,
     versions: &[&'static SupportedProtocolVersion],
 ) {
-    let server = Server::start(&[
-        "--tls-self-signed",
-        "--workers",
-        "2",
-        "--isolation",
-        isolation,
-    ]);
-    let config = pinned(&server.fingerprint, versions);
+    let server = tls_server()
+        .tls_self_signed()
+        .isolation(isolation)
+        .args(&["--workers", "2"])
+        .start();
+    let config = pinned(server.fingerprint(), versions);
     let mut s = connected(&config, server.https());
     assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Full));
     // TLS 1.3 tickets arrive after the handshake: reading a response takes
@@ -1164,7 +778,7 @@ fn load(
             };
             let mut s = match conn.take() {
                 Some(s) => s,
-                None => match tls_connect(&config, addr) {
+                None => match tls::connect(&config, addr) {
                     Ok(s) => {
                         tally.connects.fetch_add(1, Ordering::Relaxed);
                         tally
@@ -1190,10 +804,10 @@ fn load(
                     }
                 }
                 Ok(r) => fail(format!("GET {path}: status {} {:?}", r.status, r.headers)),
-                Err(Fail::Unanswered(_)) => {
+                Err(ReadError::Unanswered(_)) => {
                     tally.retried.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(Fail::Broken(e)) => fail(format!("GET {path}: {e}")),
+                Err(ReadError::Broken(e)) => fail(format!("GET {path}: {e}")),
             }
         }
     })
@@ -1206,19 +820,12 @@ fn a_certificate_swapped_on_disk_is_served_after_sighup(isolation: &str) {
     let pki = Pki::new();
     let old = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
     let new = pki.issue(&rcgen::PKCS_ED25519);
-    let server = Server::start(&[
-        "--tls-cert",
-        old.cert(),
-        "--tls-key",
-        old.key(),
-        "--workers",
-        "2",
-        "--isolation",
-        isolation,
-        "--drain-timeout",
-        "5",
-    ]);
-    assert_eq!(server.fingerprint, old.fingerprint);
+    let server = tls_server()
+        .tls_files(&old.cert, &old.key)
+        .isolation(isolation)
+        .args(&["--workers", "2", "--drain-timeout", "5"])
+        .start();
+    assert_eq!(server.fingerprint(), old.fingerprint);
     let config = trusting(pki.roots(), TLS13);
     let mut s = connected(&config, server.https());
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
@@ -1241,7 +848,7 @@ fn a_certificate_swapped_on_disk_is_served_after_sighup(isolation: &str) {
     let probe = pinned_full(&new.fingerprint);
     let deadline = Instant::now() + Duration::from_secs(10);
     // A full handshake each time: the certificate is shown.
-    while tls_connect(&probe, server.https()).is_err() {
+    while tls::connect(&probe, server.https()).is_err() {
         assert!(
             Instant::now() < deadline,
             "the new certificate was not served 10 s after SIGHUP; stderr:\n{}",
@@ -1305,7 +912,7 @@ fn a_broken_certificate_at_reload_keeps_the_old_one() {
     let pki = Pki::new();
     let old = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
     let new = pki.issue(&rcgen::PKCS_ECDSA_P256_SHA256);
-    let mut server = Server::start(&old.args());
+    let mut server = tls_server().tls_files(&old.cert, &old.key).start();
     // New certificate, old key: a mismatch.
     std::fs::write(&old.cert, &new.chain_pem).expect("write mismatched cert");
     server.signal(Signal::SIGHUP);
@@ -1318,7 +925,7 @@ fn a_broken_certificate_at_reload_keeps_the_old_one() {
     server.signal(Signal::SIGHUP);
     let probe = pinned_full(&new.fingerprint);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tls_connect(&probe, server.https()).is_err() {
+    while tls::connect(&probe, server.https()).is_err() {
         assert!(
             Instant::now() < deadline,
             "the fixed certificate was not served after SIGHUP; stderr:\n{}",
@@ -1333,28 +940,23 @@ fn a_broken_certificate_at_reload_keeps_the_old_one() {
 /// secret lives as long as the server).
 #[test]
 fn the_self_signed_identity_and_tickets_survive_a_reload() {
-    let server = Server::start(&["--tls-self-signed", "--workers", "2"]);
-    let config = pinned(&server.fingerprint, TLS13);
+    let server = tls_server()
+        .tls_self_signed()
+        .args(&["--workers", "2"])
+        .start();
+    let config = pinned(server.fingerprint(), TLS13);
     let mut s = connected(&config, server.https());
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     drop(s);
     server.signal(Signal::SIGHUP);
     server.wait_log("reload complete", 1, Duration::from_secs(10));
     for _ in 0..10 {
-        let mut s = connected(&pinned_full(&server.fingerprint), server.https());
+        let mut s = connected(&pinned_full(server.fingerprint()), server.https());
         assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     }
     let mut s = connected(&config, server.https());
     assert_eq!(s.conn.handshake_kind(), Some(HandshakeKind::Resumed));
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
-}
-
-/// A free port on 127.0.0.1 now (the kernel's pick; only another local
-/// process could take it before the server binds it).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
 }
 
 /// A server started without TLS whose config file gains `tls_bind` and
@@ -1364,14 +966,12 @@ fn free_addr() -> SocketAddr {
 /// listening with nobody to accept.
 #[test]
 fn tls_enabled_by_a_reload_is_served_or_refused_cleanly() {
-    let plain = free_addr();
-    let tls = free_addr();
+    let plain = free_port();
+    let tls = free_port();
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("servery.toml");
     std::fs::write(&config, "# plain only\n").expect("write config");
-    let root = docroot();
-    let server = common::TestServer::builder()
-        .root(root.path())
+    let server = site()
         .bind(plain.to_string())
         .args(&["--config".as_ref(), config.as_os_str()])
         .env("RUST_LOG", "info")
@@ -1429,26 +1029,23 @@ fn tls_enabled_by_a_reload_is_served_or_refused_cleanly() {
 // ---------------------------------------------------------------------------
 // Refusals
 
-/// Run `servery serve ROOT --no-pin --bind HELD ARGS` where HELD is a port
-/// this test listens on: a refusal must come (exit 2, no ready line) before
-/// anything binds, else the message would be about the held port. Returns
-/// stderr.
+/// Start `servery serve ROOT --bind HELD --no-pin ARGS` where HELD is a
+/// port this test listens on: a refusal must come (exit 2, no ready line)
+/// before anything binds, else the message would be about the held port.
+/// Returns stderr.
 fn refused(args: &[&str]) -> String {
-    let root = docroot();
     let held = TcpListener::bind("127.0.0.1:0").expect("hold a port");
     let held_addr = held.local_addr().expect("held address").to_string();
-    let mut full = vec![
-        "serve",
-        root.path().to_str().expect("UTF-8"),
-        "--no-pin",
-        "--bind",
-        &held_addr,
-    ];
-    full.extend(args);
-    let out = common::servery(&full);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    let out = match site().bind(held_addr).args(args).try_start() {
+        Ok(s) => panic!("{args:?}: started: {}", s.ready_line()),
+        Err(f) => f,
+    };
+    let (stderr, stdout) = (out.stderr, out.stdout);
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(2),
+        "{args:?}: {stderr}"
+    );
     assert!(!stdout.contains("ready on"), "{args:?}: {stdout}");
     stderr
 }
@@ -1604,8 +1201,11 @@ fn half_an_identity_or_two_of_them_exit_2() {
 /// server closes for idling (`--keepalive-timeout`) is closed the same way.
 #[test]
 fn an_idle_connection_closed_by_the_server_ends_with_close_notify() {
-    let server = Server::start(&["--tls-self-signed", "--keepalive-timeout", "1"]);
-    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    let server = tls_server()
+        .tls_self_signed()
+        .args(&["--keepalive-timeout", "1"])
+        .start();
+    let mut s = connected(&pinned(server.fingerprint(), TLS13), server.https());
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     let started = Instant::now();
     let mut rest = Vec::new();
@@ -1622,8 +1222,8 @@ fn an_idle_connection_closed_by_the_server_ends_with_close_notify() {
 /// drains (SIGHUP).
 #[test]
 fn an_idle_connection_closed_by_a_drain_ends_with_close_notify() {
-    let server = Server::start(&["--tls-self-signed"]);
-    let mut s = connected(&pinned(&server.fingerprint, TLS13), server.https());
+    let server = tls_server().tls_self_signed().start();
+    let mut s = connected(&pinned(server.fingerprint(), TLS13), server.https());
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
     server.signal(Signal::SIGHUP);
     let mut rest = Vec::new();
@@ -1642,7 +1242,7 @@ fn an_ip_address_as_sni_is_not_a_warning_per_handshake() {
         eprintln!("openssl not found; skipping");
         return;
     }
-    let server = Server::start(&["--tls-self-signed"]);
+    let server = tls_server().tls_self_signed().start();
     let addr = server.https().to_string();
     for _ in 0..5 {
         let out = common::run_bounded(

@@ -1,0 +1,240 @@
+//! Processes a test starts: the [`Tag`] that finds every one of them by its
+//! environment (worker processes and their replacements included, orphans
+//! too) and kills what is left when dropped, the `/proc` readers it and the
+//! tests use ([`stat`], [`alive`], [`starttime`], [`is_worker`]), output
+//! capture, and running a command to completion with a bound
+//! ([`run_bounded`], [`servery`]).
+//!
+//! Why a tag and not the process group: a worker process calls `setsid`
+//! (`src/sys/spawn.rs`), so it leads a group of its own and a kill of the
+//! supervisor's group does not reach it; its environment, inherited from the
+//! supervisor, does.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::{wait_until, BIN};
+
+/// The environment variable that marks the processes of one server.
+pub const TAG_VAR: &str = "SERVERY_TEST_TAG";
+
+/// The processes one server started, found by their environment. Dropping
+/// it SIGKILLs, pid by pid, every live process still carrying the tag.
+#[derive(Debug)]
+pub struct Tag {
+    name: String,
+    /// Every process seen carrying the tag, as (pid, start time): an
+    /// exiting process's environment reads empty before its files are
+    /// closed, so "gone" is judged by these, not by the environment.
+    seen: Mutex<BTreeSet<(u32, u64)>>,
+}
+
+impl Tag {
+    /// A tag no other server of this test process has.
+    pub fn new() -> Tag {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        Tag {
+            name: format!(
+                "{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ),
+            seen: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The value of [`TAG_VAR`] in the tagged processes' environment.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Live processes carrying this tag (a zombie's environment reads empty).
+    pub fn processes(&self) -> Vec<u32> {
+        let needle = format!("\0{TAG_VAR}={}\0", self.name);
+        let mut out = Vec::new();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return out;
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let mut hay = Vec::with_capacity(env.len() + 2);
+            hay.push(0);
+            hay.extend_from_slice(&env);
+            hay.push(0);
+            if contains(&hay, needle.as_bytes()) && alive(pid) {
+                out.push(pid);
+            }
+        }
+        out.sort_unstable();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.extend(out.iter().map(|&p| (p, starttime(p))));
+        out
+    }
+
+    /// Live `servery worker` processes carrying this tag.
+    pub fn workers(&self) -> Vec<u32> {
+        self.processes()
+            .into_iter()
+            .filter(|&p| is_worker(p))
+            .collect()
+    }
+
+    /// Nothing carries the tag, and every process seen with it has exited
+    /// (gone, or a zombie: its files are closed).
+    pub fn all_gone(&self) -> bool {
+        self.processes().is_empty()
+            && self
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .all(|&(pid, start)| !(alive(pid) && starttime(pid) == start))
+    }
+
+    /// Wait (bounded) for [`Tag::all_gone`].
+    pub fn wait_gone(&self, limit: Duration) -> bool {
+        wait_until(limit, || self.all_gone())
+    }
+}
+
+impl Default for Tag {
+    fn default() -> Tag {
+        Tag::new()
+    }
+}
+
+impl Drop for Tag {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let left = self.processes();
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for pid in left {
+                signal(pid, Signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Fields of /proc/PID/stat after the `(comm)`: [0] state, [1] ppid,
+/// [2] pgrp, [3] session, ..., [19] starttime.
+pub fn stat(pid: u32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Running (neither gone nor a zombie).
+pub fn alive(pid: u32) -> bool {
+    stat(pid).is_some_and(|f| f[0] != "Z" && f[0] != "X")
+}
+
+/// The process's start time in clock ticks since boot (0 if gone): with the
+/// pid, it names one process even after the pid is reused.
+pub fn starttime(pid: u32) -> u64 {
+    stat(pid).and_then(|f| f[19].parse().ok()).unwrap_or(0)
+}
+
+/// A `servery worker` process (its first argument is `worker`).
+pub fn is_worker(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(b"worker".as_slice()))
+}
+
+/// kill(2); a process already gone is not an error.
+pub fn signal(pid: u32, sig: Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+}
+
+/// Drain `source` on a thread into a shared buffer; the thread holds the
+/// only other reference until it reaches EOF (see [`settle`]).
+pub(crate) fn capture(mut source: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = buf.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = source.read(&mut chunk) {
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(&chunk[..n]);
+        }
+    });
+    buf
+}
+
+/// Wait (up to a second) for the [`capture`] thread of `buf` to reach EOF.
+pub(crate) fn settle(buf: &Arc<Mutex<Vec<u8>>>) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Arc::strong_count(buf) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What a [`capture`] buffer holds so far, as text.
+pub(crate) fn text(buf: &Mutex<Vec<u8>>) -> String {
+    String::from_utf8_lossy(&buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+}
+
+/// Run `cmd` to completion, killing it after `limit` (then panicking).
+/// stdout and stderr are captured.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = capture(child.stdout.take().expect("stdout"));
+    let err = capture(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} still running after {limit:?}\nstderr:\n{}",
+                text(&err)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The pipes close with the process; let the capture threads finish.
+    settle(&out);
+    settle(&err);
+    let take =
+        |b: Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()));
+    Output {
+        status,
+        stdout: take(out),
+        stderr: take(err),
+    }
+}
+
+/// `servery` with `args`, run to completion within 10 s (a command that
+/// prints and exits, such as `check-config`; a server is a [`TestServer`]).
+///
+/// [`TestServer`]: super::TestServer
+pub fn servery(args: &[&str]) -> Output {
+    run_bounded(Command::new(BIN).args(args), Duration::from_secs(10))
+}
