@@ -92,6 +92,9 @@ pub enum Refusal {
     /// The server failed (an I/O error, logged where it happened).
     #[error("internal error")]
     Internal,
+    /// The handler panicked; the worker caught it and keeps serving.
+    #[error("handler panicked")]
+    HandlerPanicked,
 }
 
 impl Refusal {
@@ -105,7 +108,7 @@ impl Refusal {
             Refusal::Forbidden => Status::FORBIDDEN,
             Refusal::PreconditionFailed => Status::PRECONDITION_FAILED,
             Refusal::RangeNotSatisfiable => Status::RANGE_NOT_SATISFIABLE,
-            Refusal::Internal => Status::INTERNAL_SERVER_ERROR,
+            Refusal::Internal | Refusal::HandlerPanicked => Status::INTERNAL_SERVER_ERROR,
         }
     }
 }

@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 9] = [
+    let series: [Series; 10] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -185,6 +185,12 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "Failed or timed-out TLS handshakes.",
             |s| WorkerStats::get(&s.tls_failed),
+        ),
+        (
+            "servery_handler_panics_total",
+            "counter",
+            "Handler calls that panicked (answered 500, connection closed).",
+            |s| WorkerStats::get(&s.handler_panics),
         ),
         (
             "servery_worker_rss_bytes",

@@ -33,6 +33,8 @@ pub struct WorkerStats {
     pub tls_plaintext: AtomicU64,
     /// Other failed or timed-out TLS handshakes.
     pub tls_failed: AtomicU64,
+    /// Handler calls that panicked (each answered 500, its connection closed).
+    pub handler_panics: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
@@ -64,6 +66,7 @@ pub struct Snapshot {
     pub tls_resumed: u64,
     pub tls_plaintext: u64,
     pub tls_failed: u64,
+    pub handler_panics: u64,
     /// Resident set of the worker's process, bytes.
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
@@ -86,6 +89,7 @@ impl Snapshot {
             tls_resumed: WorkerStats::get(&stats.tls_resumed),
             tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
             tls_failed: WorkerStats::get(&stats.tls_failed),
+            handler_panics: WorkerStats::get(&stats.handler_panics),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
         }
@@ -103,6 +107,7 @@ impl Snapshot {
         self.tls_resumed += other.tls_resumed;
         self.tls_plaintext += other.tls_plaintext;
         self.tls_failed += other.tls_failed;
+        self.handler_panics += other.handler_panics;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
     }
@@ -122,6 +127,7 @@ impl Snapshot {
         stats.tls_resumed.store(self.tls_resumed, Relaxed);
         stats.tls_plaintext.store(self.tls_plaintext, Relaxed);
         stats.tls_failed.store(self.tls_failed, Relaxed);
+        stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
     }

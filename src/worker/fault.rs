@@ -4,7 +4,8 @@
 //! Only the test suites set the variable; an operator never does, and an
 //! unset or unparsable value injects nothing. Syntax: `;`-separated items,
 //! `delay-prepare=WORKER:MILLIS`, `fail-prepare=WORKER`,
-//! `ignore-drain=WORKER` or `hang-after-ready=WORKER`.
+//! `ignore-drain=WORKER`, `hang-after-ready=WORKER`, or `panic-on=TARGET`
+//! (every worker's handler call panics for requests to exactly TARGET).
 
 use std::time::Duration;
 
@@ -27,6 +28,18 @@ pub enum Fault {
 /// The fault (if any) configured for `worker`.
 pub fn for_worker(worker: usize) -> Option<Fault> {
     parse(&std::env::var(ENV).ok()?, worker)
+}
+
+/// The request target whose handler call panics, if configured.
+pub fn panic_target() -> Option<Box<str>> {
+    panic_target_in(&std::env::var(ENV).ok()?)
+}
+
+fn panic_target_in(spec: &str) -> Option<Box<str>> {
+    spec.split(';').find_map(|item| {
+        let (kind, arg) = item.split_once('=')?;
+        (kind.trim() == "panic-on").then(|| arg.trim().into())
+    })
 }
 
 fn parse(spec: &str, worker: usize) -> Option<Fault> {
@@ -70,5 +83,12 @@ mod tests {
         );
         assert_eq!(parse(s, 2), None);
         assert_eq!(parse("garbage", 0), None);
+    }
+
+    #[test]
+    fn panic_on_names_a_target_for_every_worker() {
+        let s = "fail-prepare=3;panic-on=/boom";
+        assert_eq!(panic_target_in(s).as_deref(), Some("/boom"));
+        assert_eq!(panic_target_in("fail-prepare=0"), None);
     }
 }

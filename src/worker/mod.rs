@@ -260,6 +260,9 @@ pub(crate) struct Ctx<H> {
     /// The head arena: response heads of all this worker's connections are
     /// formatted here and split off (see `conn::output`).
     pub heads: RefCell<bytes::BytesMut>,
+    /// Test-only: a request for this target makes the handler call panic
+    /// (`SERVERY_TEST_FAULT=panic-on=PATH`).
+    pub panic_on: Option<Box<str>>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -313,6 +316,7 @@ async fn lifecycle<F: HandlerFactory>(
         driver,
         pool: conn::Pool::default(),
         heads: RefCell::new(bytes::BytesMut::new()),
+        panic_on: fault::panic_target(),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

@@ -7,9 +7,16 @@
 //!
 //! Flow:
 //! 1. GET and HEAD go to the handler (it answers both alike; the sender drops
-//!    the body of a HEAD).
+//!    the body of a HEAD). A panic in the handler is caught here: the
+//!    request is answered 500, the connection is closed after it (whatever
+//!    it was in the middle of cannot be trusted), the panic is counted
+//!    (`servery_handler_panics_total`), and the worker goes on serving its
+//!    other connections. This needs `panic = "unwind"`, which the release
+//!    profile keeps for that reason (docs/decisions/0004).
 //! 2. OPTIONS is answered here: 204 with `Allow`.
 //! 3. Any other method is a 405 with `Allow`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::super::Ctx;
 use crate::app::Handler;
@@ -17,12 +24,55 @@ use crate::http::error::{on_error, Refusal, ALLOW};
 use crate::http::{Body, Head, Method, Response, Status};
 use crate::telemetry::WorkerStats;
 
+/// A request's answer.
+pub(crate) struct Answer {
+    pub response: Response,
+    /// The handler panicked: close the connection after this answer.
+    pub close: bool,
+}
+
 /// Answer one request.
-pub(crate) fn respond<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Response {
+pub(crate) fn respond<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
     WorkerStats::add(&ctx.stats.requests, 1);
-    match head.method {
-        Method::Get | Method::Head => ctx.handler.handle(head),
+    let response = match head.method {
+        Method::Get | Method::Head => return call(ctx, head),
         Method::Options => Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
         Method::Other => on_error(&Refusal::MethodNotAllowed),
+    };
+    Answer {
+        response,
+        close: false,
+    }
+}
+
+/// Call the handler, catching a panic. The handler's own state is not
+/// poisoned by the unwind (a `RefCell` borrow is released as it unwinds);
+/// whether it is still coherent is the handler's concern, as with a panic
+/// in any Rust service that keeps running.
+fn call<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
+    let handled = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(target) = ctx.panic_on.as_deref() {
+            if target.as_bytes() == head.target {
+                panic!("injected handler panic for {target}");
+            }
+        }
+        ctx.handler.handle(head)
+    }));
+    match handled {
+        Ok(response) => Answer {
+            response,
+            close: false,
+        },
+        Err(_) => {
+            WorkerStats::add(&ctx.stats.handler_panics, 1);
+            tracing::error!(
+                target = %String::from_utf8_lossy(head.target),
+                "handler panicked: answered 500 and closed the connection"
+            );
+            Answer {
+                response: on_error(&Refusal::HandlerPanicked),
+                close: true,
+            }
+        }
     }
 }

@@ -280,10 +280,20 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                             Remaining::default(),
                         ),
                         Ok(framing) => {
-                            let persistence = persistence(ctx, head.keep_alive, head.version);
-                            let resp = dispatch::respond(ctx, &head);
+                            let answer = dispatch::respond(ctx, &head);
+                            let persistence = if answer.close {
+                                Persistence::Close
+                            } else {
+                                persistence(ctx, head.keep_alive, head.version)
+                            };
                             let include_body = head.method != Method::Head;
-                            push(ctx, &mut self.output, &resp, persistence, include_body);
+                            push(
+                                ctx,
+                                &mut self.output,
+                                &answer.response,
+                                persistence,
+                                include_body,
+                            );
                             (None, consumed, persistence, framing.remaining())
                         }
                     },
