@@ -3,11 +3,12 @@
 //! A request head says how its body is delimited; the connection must skip
 //! exactly those bytes before the next head, or a body would be parsed as a
 //! request (smuggling). [`Framing::of`] reads the head's validated framing
-//! fields; [`Remaining`] counts a Content-Length body down as bytes arrive.
-//! Chunked request bodies are refused (501) until a handler can read bodies.
+//! fields (`parse` has refused every Content-Length and Transfer-Encoding it
+//! cannot frame); [`Remaining`] counts a Content-Length body down as bytes
+//! arrive. Chunked request bodies are refused (501) until they are decoded.
 
 use super::error::ParseError;
-use super::parse::Head;
+use super::parse::{Head, TransferEncoding};
 
 /// How a request's body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,11 +20,11 @@ pub enum Framing {
 }
 
 impl Framing {
-    /// The framing of `head`, refusing what this server cannot frame:
-    /// Transfer-Encoding (501), and a declared length above `max_body`
+    /// The framing of `head`, refusing what this server cannot frame: a
+    /// chunked body (501), and a declared length above `max_body`
     /// (413: larger bodies are not read through to find the next request).
     pub fn of(head: &Head<'_>, max_body: u64) -> Result<Framing, ParseError> {
-        if head.transfer_encoding {
+        if head.transfer_encoding != TransferEncoding::Absent {
             return Err(ParseError::UnsupportedTransferEncoding);
         }
         match head.content_length {

@@ -35,9 +35,17 @@ pub enum ParseError {
         in_target: bool,
         error: super::host::Error,
     },
-    #[error("Transfer-Encoding on a request without a body we accept")]
+    #[error("Transfer-Encoding on an HTTP/1.0 request")]
+    TransferEncodingOnHttp10,
+    #[error("Transfer-Encoding is not a list of transfer codings")]
+    MalformedTransferEncoding,
+    #[error("chunked transfer coding applied more than once")]
+    RepeatedChunked,
+    #[error("Transfer-Encoding does not end in chunked")]
+    TransferEncodingNotChunked,
+    #[error("transfer coding other than chunked")]
     UnsupportedTransferEncoding,
-    #[error("request body of {length} bytes on a method that takes none is too large to discard")]
+    #[error("declared request body of {length} bytes is larger than the body limit")]
     BodyTooLarge { length: u64 },
 }
 
@@ -53,6 +61,10 @@ impl ParseError {
             ParseError::UnsupportedTransferEncoding => Status::NOT_IMPLEMENTED,
             ParseError::BodyTooLarge { .. } => Status::PAYLOAD_TOO_LARGE,
             ParseError::Malformed(_)
+            | ParseError::TransferEncodingOnHttp10
+            | ParseError::MalformedTransferEncoding
+            | ParseError::RepeatedChunked
+            | ParseError::TransferEncodingNotChunked
             | ParseError::ContentLengthWithTransferEncoding
             | ParseError::InvalidContentLength
             | ParseError::ConflictingContentLength
@@ -163,6 +175,22 @@ mod tests {
             ParseError::ContentLengthWithTransferEncoding.status(),
             Status::BAD_REQUEST
         );
+    }
+
+    #[test]
+    fn framing_errors_map_to_400_413_and_501() {
+        for (e, code) in [
+            (ParseError::TransferEncodingOnHttp10, 400),
+            (ParseError::MalformedTransferEncoding, 400),
+            (ParseError::RepeatedChunked, 400),
+            (ParseError::TransferEncodingNotChunked, 400),
+            (ParseError::UnsupportedTransferEncoding, 501),
+            (ParseError::BodyTooLarge { length: 2 }, 413),
+        ] {
+            assert_eq!(e.status().code(), code, "{e}");
+            let resp = on_error(&Refusal::Parse(e));
+            assert_eq!(resp.status.code(), code);
+        }
     }
 
     #[test]

@@ -23,5 +23,5 @@ pub mod parse;
 pub mod response;
 
 pub use error::{on_error, ParseError, Refusal};
-pub use parse::{parse, Head, Limits, Method, Version};
+pub use parse::{parse, Head, Limits, Method, TransferEncoding, Version};
 pub use response::{Body, Fields, FileRange, Part, Persistence, Response, Status};
