@@ -7,6 +7,8 @@
 //! cannot frame); [`Remaining`] counts a Content-Length body down as bytes
 //! arrive. Chunked request bodies are refused (501) until they are decoded.
 
+use std::ops::Range;
+
 use super::error::ParseError;
 use super::parse::{Head, TransferEncoding};
 
@@ -41,6 +43,20 @@ impl Framing {
             Framing::Length(n) => Remaining(n),
         }
     }
+}
+
+/// What one call to a body decoder found in the bytes it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Bytes of the input used from its start, framing and data alike: the
+    /// caller drops them. What follows is more body, or, once `done`, the
+    /// next request.
+    pub consumed: usize,
+    /// Where this step's body bytes lie in the input (within `..consumed`);
+    /// empty when it found none.
+    pub data: Range<usize>,
+    /// The body has ended: nothing after `consumed` belongs to it.
+    pub done: bool,
 }
 
 /// Body bytes of the current request not yet seen.

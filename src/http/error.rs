@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::chunked;
 use super::response::{Body, Response, Status};
 
 /// Why a request head (or its framing) was refused.
@@ -47,6 +48,9 @@ pub enum ParseError {
     UnsupportedTransferEncoding,
     #[error("declared request body of {length} bytes is larger than the body limit")]
     BodyTooLarge { length: u64 },
+    /// The chunked body after an accepted head (400, or 413 when too large).
+    #[error("chunked body: {0}")]
+    Chunked(#[from] chunked::Error),
 }
 
 impl ParseError {
@@ -59,8 +63,10 @@ impl ParseError {
             }
             ParseError::UriTooLong { .. } => Status::URI_TOO_LONG,
             ParseError::UnsupportedTransferEncoding => Status::NOT_IMPLEMENTED,
-            ParseError::BodyTooLarge { .. } => Status::PAYLOAD_TOO_LARGE,
+            ParseError::BodyTooLarge { .. }
+            | ParseError::Chunked(chunked::Error::TooLarge { .. }) => Status::PAYLOAD_TOO_LARGE,
             ParseError::Malformed(_)
+            | ParseError::Chunked(_)
             | ParseError::TransferEncodingOnHttp10
             | ParseError::MalformedTransferEncoding
             | ParseError::RepeatedChunked
@@ -80,7 +86,7 @@ pub const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// Every way a request is refused, from any layer.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
-    /// The head or its framing (400, 413, 414, 431, 501).
+    /// The head, its framing or a chunked body (400, 413, 414, 431, 501).
     #[error(transparent)]
     Parse(#[from] ParseError),
     /// A method other than GET, HEAD or OPTIONS.
@@ -186,6 +192,12 @@ mod tests {
             (ParseError::TransferEncodingNotChunked, 400),
             (ParseError::UnsupportedTransferEncoding, 501),
             (ParseError::BodyTooLarge { length: 2 }, 413),
+            (ParseError::Chunked(chunked::Error::SizeOverflow), 400),
+            (ParseError::Chunked(chunked::Error::BareLf), 400),
+            (
+                ParseError::Chunked(chunked::Error::TooLarge { limit: 1 }),
+                413,
+            ),
         ] {
             assert_eq!(e.status().code(), code, "{e}");
             let resp = on_error(&Refusal::Parse(e));

@@ -1,7 +1,7 @@
 //! HTTP/1.1 protocol core: request heads in, response heads out, no I/O.
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
-//! (`body`), every refusal and the one place that answers it (`error`'s
+//! (`body`) and the chunked decoder under it (`chunked`), every refusal and the one place that answers it (`error`'s
 //! `on_error`), response serialisation (`response`) and the cached `Date`
 //! value (`date`). Does not own sockets, timeouts or the connection loop
 //! (`worker::conn`) nor what a request means (`app::Handler`).
@@ -16,6 +16,7 @@
 //!    from where it lives.
 
 pub mod body;
+pub mod chunked;
 pub mod date;
 pub mod error;
 pub mod host;
