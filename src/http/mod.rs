@@ -8,7 +8,10 @@
 //!
 //! Flow for one request:
 //! 1. `parse(buf, limits)` → `Ok(None)` (need bytes) or a borrowed [`Head`].
-//! 2. `body::Framing::of(head)` says which following bytes are its body.
+//! 2. `body::Framing::of(head, max_body)` says which following bytes are its
+//!    body; its `body::Decoder` takes them from the buffered bytes as they
+//!    arrive (counted down, or chunked through `chunked::Decoder`), saying
+//!    where the body bytes lie and where the next request starts.
 //! 3. The connection asks the handler for a [`Response`] (or answers a
 //!    [`Refusal`] with [`on_error`]).
 //! 4. `write_head` formats the head (prebuilt or from fields) plus `Date`
