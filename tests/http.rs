@@ -825,14 +825,212 @@ fn invalid_content_length_is_400_and_closes(driver: &str) {
     assert_refused_and_closed(&server, repeated, 400);
 }
 
-fn transfer_encoding_on_get_is_501_and_closes(driver: &str) {
+/// The head of a request for `path` with a chunked body (which follows).
+fn chunked_req(method: &str, path: &str) -> String {
+    format!("{method} {path} HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n")
+}
+
+fn chunked_body_on_get_is_discarded_and_answered(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let mut s = server.connect();
+    let batch = [
+        chunked_req("GET", "/hello.txt"),
+        "5\r\nhello\r\n0\r\n\r\n".to_owned(),
+        get_req("/p0.txt"),
+    ]
+    .concat();
+    s.write_all(batch.as_bytes()).unwrap();
+    let first = read_response(&mut s);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body, HELLO.as_bytes());
+    assert_eq!(first.header("connection"), None, "{first:?}");
+    let next = read_response(&mut s);
+    assert_eq!(next.body, b"p0\n");
+    assert!(stays_silent(&s, Duration::from_millis(200)));
+}
+
+fn transfer_codings_other_than_chunked_are_refused(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let te = |value: &str| {
+        format!(
+            "POST /hello.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: {value}\r\n\r\n0\r\n\r\n"
+        )
+    };
+    // RFC 9112 §6.3: a final coding other than chunked cannot be framed.
+    for value in ["gzip", "chunked, gzip", "identity", "chunked, chunked"] {
+        assert_refused_and_closed(&server, te(value).as_bytes(), 400);
+    }
+    let twice = "GET /hello.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    assert_refused_and_closed(&server, twice.as_bytes(), 400);
+    // Framed, but coded with what we do not decode.
+    let resp = assert_refused_and_closed(&server, te("gzip, chunked").as_bytes(), 501);
+    assert_eq!(resp.body, b"501 Not Implemented\n");
+}
+
+fn transfer_encoding_on_http10_is_400(driver: &str) {
     let site = site();
     let server = serve(driver, &site, &[]);
     assert_refused_and_closed(
         &server,
-        b"GET /hello.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-        501,
+        b"GET /hello.txt HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        400,
     );
+}
+
+fn pipelined_requests_with_chunked_bodies_are_answered_in_order(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let smuggled = get_req("/p9.txt");
+    let batch = [
+        chunked_req("GET", "/p0.txt"),
+        "3\r\nabc\r\n0\r\n\r\n".to_owned(),
+        // A request inside a body is body.
+        chunked_req("POST", "/p1.txt"),
+        format!("{:x}\r\n{smuggled}\r\n0\r\n\r\n", smuggled.len()),
+        "GET /p2.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nabcd".to_owned(),
+        chunked_req("GET", "/p3.txt"),
+        "2;ext=\"v\"\r\nxy\r\n000\r\nChecksum: 1\r\n\r\n".to_owned(),
+        "GET /p4.txt HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".to_owned(),
+    ]
+    .concat();
+    let resps = parse_responses(&server.send(batch.as_bytes()));
+    let statuses: Vec<_> = resps.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 405, 200, 200, 200]);
+    let bodies: Vec<_> = resps.iter().map(|r| r.body_text()).collect();
+    assert_eq!(
+        [&bodies[0], &bodies[2], &bodies[3], &bodies[4]],
+        ["p0\n", "p2\n", "p3\n", "p4\n"]
+    );
+}
+
+fn chunked_request_split_at_every_byte_is_framed(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let mut s = server.connect();
+    let req = [
+        chunked_req("GET", "/p0.txt"),
+        "3;e=1\r\nabc\r\n0\r\nT: v\r\n\r\n".to_owned(),
+    ]
+    .concat();
+    // One keep-alive connection for every split: each request's body must
+    // end exactly where the next request starts.
+    for cut in 1..req.len() {
+        s.write_all(&req.as_bytes()[..cut]).unwrap();
+        // Separate segments: the server must see the request cut here.
+        std::thread::sleep(Duration::from_millis(5));
+        let rest = [&req[cut..], &get_req("/p1.txt")].concat();
+        s.write_all(rest.as_bytes()).unwrap();
+        let first = read_response(&mut s);
+        assert_eq!(first.body, b"p0\n", "cut at {cut}");
+        let next = read_response(&mut s);
+        assert_eq!(next.body, b"p1\n", "cut at {cut}");
+    }
+    assert!(stays_silent(&s, Duration::from_millis(200)));
+}
+
+fn malformed_chunked_body_is_400_and_closes(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    for body in [
+        // 17 significant hex digits: past 64 bits.
+        "10000000000000000\r\nhello\r\n0\r\n\r\n",
+        "00fffffffffffffffff\r\n",
+        "zz\r\nhello\r\n0\r\n\r\n",
+        "\r\n",
+        "-5\r\nhello\r\n0\r\n\r\n",
+        // Bare LF, data without its CRLF, a bad extension, a bad trailer.
+        "5\nhello\r\n0\r\n\r\n",
+        "5\r\nhelloXX0\r\n\r\n",
+        "5;a b\r\nhello\r\n0\r\n\r\n",
+        "5\r\nhello\r\n0\r\nNo colon\r\n\r\n",
+    ] {
+        let raw = [
+            chunked_req("GET", "/hello.txt"),
+            body.to_owned(),
+            get_req("/p0.txt"),
+        ]
+        .concat();
+        assert_refused_and_closed(&server, raw.as_bytes(), 400);
+    }
+}
+
+fn malformed_chunked_body_in_a_later_read_closes_after_the_answer(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let mut s = server.connect();
+    s.write_all(
+        [chunked_req("GET", "/hello.txt"), "5\r\nhel".to_owned()]
+            .concat()
+            .as_bytes(),
+    )
+    .unwrap();
+    // Answered once its head and the buffered part of its body are framed.
+    let resp = read_response(&mut s);
+    assert_eq!(resp.body, HELLO.as_bytes());
+    // Then the body goes wrong: the connection closes, and the request
+    // after the bad bytes is never answered.
+    let _ = s.write_all(
+        [&b"loXX"[..], get_req("/p0.txt").as_bytes()]
+            .concat()
+            .as_slice(),
+    );
+    assert_closes(&mut s);
+}
+
+fn chunked_trailer_section_is_accepted(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let mut s = server.connect();
+    let batch = [
+        chunked_req("GET", "/hello.txt"),
+        "4\r\nabcd\r\n0\r\nChecksum: xyz\r\nX-Trailer:  1 \r\n\r\n".to_owned(),
+        get_req("/p1.txt"),
+    ]
+    .concat();
+    s.write_all(batch.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s).body, HELLO.as_bytes());
+    assert_eq!(read_response(&mut s).body, b"p1\n");
+    assert!(stays_silent(&s, Duration::from_millis(200)));
+}
+
+fn chunked_body_past_the_discard_bound_is_413(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    // A chunk declared past 1 MiB is refused at its size line.
+    let raw = [chunked_req("GET", "/hello.txt"), "100001\r\n".to_owned()].concat();
+    assert_refused_and_closed(&server, raw.as_bytes(), 413);
+    // Two chunks of 512 KiB are exactly the bound: discarded, then the next
+    // request is answered.
+    let half = vec![b'x'; 512 * 1024];
+    let chunk = [&b"80000\r\n"[..], &half, b"\r\n"].concat();
+    let mut s = server.connect();
+    let batch = [
+        chunked_req("GET", "/hello.txt").as_bytes(),
+        &chunk,
+        &chunk,
+        b"0\r\n\r\n",
+        get_req("/p0.txt").as_bytes(),
+    ]
+    .concat();
+    s.write_all(&batch).unwrap();
+    assert_eq!(read_response(&mut s).body, HELLO.as_bytes());
+    assert_eq!(read_response(&mut s).body, b"p0\n");
+    // One byte more, declared after the answer went out: the connection
+    // closes after the answer, with nothing more.
+    let mut s = server.connect();
+    let batch = [
+        chunked_req("GET", "/hello.txt").as_bytes(),
+        &chunk,
+        &chunk,
+        b"1\r\nx\r\n0\r\n\r\n",
+        get_req("/p0.txt").as_bytes(),
+    ]
+    .concat();
+    let _ = s.write_all(&batch);
+    assert_eq!(read_response(&mut s).body, HELLO.as_bytes());
+    assert_closes(&mut s);
 }
 
 fn missing_host_on_http11_is_400(driver: &str) {
@@ -1246,7 +1444,15 @@ driver_tests! {
     oversized_declared_body_is_413,
     content_length_with_transfer_encoding_is_400_and_closes,
     invalid_content_length_is_400_and_closes,
-    transfer_encoding_on_get_is_501_and_closes,
+    chunked_body_on_get_is_discarded_and_answered,
+    transfer_codings_other_than_chunked_are_refused,
+    transfer_encoding_on_http10_is_400,
+    pipelined_requests_with_chunked_bodies_are_answered_in_order,
+    chunked_request_split_at_every_byte_is_framed,
+    malformed_chunked_body_is_400_and_closes,
+    malformed_chunked_body_in_a_later_read_closes_after_the_answer,
+    chunked_trailer_section_is_accepted,
+    chunked_body_past_the_discard_bound_is_413,
     missing_host_on_http11_is_400,
     repeated_host_is_400,
     declared_body_is_consumed_not_parsed,

@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::chunked;
 use super::response::{Body, Response, Status};
 
 /// Why a request head (or its framing) was refused.
@@ -35,10 +36,21 @@ pub enum ParseError {
         in_target: bool,
         error: super::host::Error,
     },
-    #[error("Transfer-Encoding on a request without a body we accept")]
+    #[error("Transfer-Encoding on an HTTP/1.0 request")]
+    TransferEncodingOnHttp10,
+    #[error("Transfer-Encoding is not a list of transfer codings")]
+    MalformedTransferEncoding,
+    #[error("chunked transfer coding applied more than once")]
+    RepeatedChunked,
+    #[error("Transfer-Encoding does not end in chunked")]
+    TransferEncodingNotChunked,
+    #[error("transfer coding other than chunked")]
     UnsupportedTransferEncoding,
-    #[error("request body of {length} bytes on a method that takes none is too large to discard")]
+    #[error("declared request body of {length} bytes is larger than the body limit")]
     BodyTooLarge { length: u64 },
+    /// The chunked body after an accepted head (400, or 413 when too large).
+    #[error("chunked body: {0}")]
+    Chunked(#[from] chunked::Error),
 }
 
 impl ParseError {
@@ -51,8 +63,14 @@ impl ParseError {
             }
             ParseError::UriTooLong { .. } => Status::URI_TOO_LONG,
             ParseError::UnsupportedTransferEncoding => Status::NOT_IMPLEMENTED,
-            ParseError::BodyTooLarge { .. } => Status::PAYLOAD_TOO_LARGE,
+            ParseError::BodyTooLarge { .. }
+            | ParseError::Chunked(chunked::Error::TooLarge { .. }) => Status::PAYLOAD_TOO_LARGE,
             ParseError::Malformed(_)
+            | ParseError::Chunked(_)
+            | ParseError::TransferEncodingOnHttp10
+            | ParseError::MalformedTransferEncoding
+            | ParseError::RepeatedChunked
+            | ParseError::TransferEncodingNotChunked
             | ParseError::ContentLengthWithTransferEncoding
             | ParseError::InvalidContentLength
             | ParseError::ConflictingContentLength
@@ -68,7 +86,7 @@ pub const ALLOW: &str = "GET, HEAD, OPTIONS";
 /// Every way a request is refused, from any layer.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
-    /// The head or its framing (400, 413, 414, 431, 501).
+    /// The head, its framing or a chunked body (400, 413, 414, 431, 501).
     #[error(transparent)]
     Parse(#[from] ParseError),
     /// A method other than GET, HEAD or OPTIONS.
@@ -166,6 +184,28 @@ mod tests {
             ParseError::ContentLengthWithTransferEncoding.status(),
             Status::BAD_REQUEST
         );
+    }
+
+    #[test]
+    fn framing_errors_map_to_400_413_and_501() {
+        for (e, code) in [
+            (ParseError::TransferEncodingOnHttp10, 400),
+            (ParseError::MalformedTransferEncoding, 400),
+            (ParseError::RepeatedChunked, 400),
+            (ParseError::TransferEncodingNotChunked, 400),
+            (ParseError::UnsupportedTransferEncoding, 501),
+            (ParseError::BodyTooLarge { length: 2 }, 413),
+            (ParseError::Chunked(chunked::Error::SizeOverflow), 400),
+            (ParseError::Chunked(chunked::Error::BareLf), 400),
+            (
+                ParseError::Chunked(chunked::Error::TooLarge { limit: 1 }),
+                413,
+            ),
+        ] {
+            assert_eq!(e.status().code(), code, "{e}");
+            let resp = on_error(&Refusal::Parse(e));
+            assert_eq!(resp.status.code(), code);
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! HTTP/1.1 protocol core: request heads in, response heads out, no I/O.
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
-//! (`body`), every refusal and the one place that answers it (`error`'s
+//! (`body`) and the chunked decoder under it (`chunked`), every refusal and the one place that answers it (`error`'s
 //! `on_error`), response serialisation (`response`) and the cached `Date`
 //! value (`date`). Does not own sockets, timeouts or the connection loop
 //! (`worker::conn`) nor what a request means (`app::Handler`).
 //!
 //! Flow for one request:
 //! 1. `parse(buf, limits)` → `Ok(None)` (need bytes) or a borrowed [`Head`].
-//! 2. `body::Framing::of(head)` says which following bytes are its body.
+//! 2. `body::Framing::of(head, max_body)` says which following bytes are its
+//!    body; its `body::Decoder` takes them from the buffered bytes as they
+//!    arrive (counted down, or chunked through `chunked::Decoder`), saying
+//!    where the body bytes lie and where the next request starts.
 //! 3. The connection asks the handler for a [`Response`] (or answers a
 //!    [`Refusal`] with [`on_error`]).
 //! 4. `write_head` formats the head (prebuilt or from fields) plus `Date`
@@ -16,6 +19,7 @@
 //!    from where it lives.
 
 pub mod body;
+pub mod chunked;
 pub mod date;
 pub mod error;
 pub mod host;
@@ -23,5 +27,5 @@ pub mod parse;
 pub mod response;
 
 pub use error::{on_error, ParseError, Refusal};
-pub use parse::{parse, Head, Limits, Method, Version};
+pub use parse::{parse, Head, Limits, Method, TransferEncoding, Version};
 pub use response::{Body, Fields, FileRange, Part, Persistence, Response, Status};

@@ -8,7 +8,11 @@
 //! socket (those tests are half of this file). That includes the Host rules
 //! (RFC 9112 §3.2, §3.2.2): exactly one Host field on 1.1, its value in the
 //! authority grammar (`http::host`), and an absolute-form target's authority
-//! taking the Host field's place.
+//! taking the Host field's place. And the framing rules (RFC 9112 §6.1,
+//! §6.3): Content-Length is `1*DIGIT` and repeats agree; Transfer-Encoding
+//! is a list of codings that, in a request, must end in one `chunked` (the
+//! only coding we decode), never on HTTP/1.0 and never beside a
+//! Content-Length. What survives is recorded in [`Head`] for `http::body`.
 
 use super::error::ParseError;
 use super::host;
@@ -63,6 +67,16 @@ pub enum Version {
     Http11,
 }
 
+/// What a request's Transfer-Encoding leaves for framing, once `parse` has
+/// refused every list it cannot frame (RFC 9112 §6.1, §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransferEncoding {
+    /// No Transfer-Encoding field: Content-Length (or nothing) frames the body.
+    Absent,
+    /// The codings are exactly `chunked`: the body is chunked (§7.1).
+    Chunked,
+}
+
 /// One parsed request head, borrowing the connection's read buffer.
 #[derive(Debug)]
 pub struct Head<'a> {
@@ -80,8 +94,9 @@ pub struct Head<'a> {
     pub host: Option<&'a [u8]>,
     /// Declared body length (validated: 1*DIGIT, repeats agree).
     pub content_length: Option<u64>,
-    /// Transfer-Encoding was present (we accept no request bodies with it).
-    pub transfer_encoding: bool,
+    /// The Transfer-Encoding, validated (ends in one `chunked`, nothing
+    /// before it, no Content-Length beside it, not on HTTP/1.0).
+    pub transfer_encoding: TransferEncoding,
     /// The client asked to keep the connection open (after version defaults).
     pub keep_alive: bool,
 }
@@ -185,7 +200,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
     let mut host_field = None;
     let mut host_count = 0usize;
     let mut content_length: Option<u64> = None;
-    let mut transfer_encoding = false;
+    let mut codings = Codings::default();
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     for h in req.headers.iter() {
@@ -205,7 +220,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
                 }
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            transfer_encoding = true;
+            codings.add(value);
         } else if h.name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',') {
                 let token = trim_ows(token);
@@ -220,9 +235,15 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<(Head<'a>, usi
 
     // RFC 9112 §6.1: Transfer-Encoding with Content-Length is a smuggling
     // vector; answer 400 and close.
-    if transfer_encoding && content_length.is_some() {
+    if codings.seen && content_length.is_some() {
         return Err(ParseError::ContentLengthWithTransferEncoding);
     }
+    // RFC 9112 §6.1: a Transfer-Encoding in an HTTP/1.0 message MUST be
+    // treated as faulty framing (1.0 has no chunked coding to end a body).
+    if codings.seen && version == Version::Http10 {
+        return Err(ParseError::TransferEncodingOnHttp10);
+    }
+    let transfer_encoding = codings.framing()?;
     // RFC 9112 §3.2: a 1.1 request without exactly one Host is a 400.
     if version == Version::Http11 && host_count != 1 {
         return Err(ParseError::BadHost { count: host_count });
@@ -309,6 +330,102 @@ fn parse_content_length(v: &[u8]) -> Result<u64, ParseError> {
             .and_then(|a| a.checked_add(u64::from(d - b'0')))
             .ok_or(ParseError::InvalidContentLength)
     })
+}
+
+/// Every transfer coding of a request's Transfer-Encoding fields, seen in
+/// order (several fields combine as one list: RFC 9110 §5.3), reduced to
+/// what the framing rules ask of them.
+#[derive(Debug, Default)]
+struct Codings {
+    /// A Transfer-Encoding field was present.
+    seen: bool,
+    /// How many codings were named `chunked`.
+    chunked: usize,
+    /// The last coding was `chunked` (without parameters).
+    last_is_chunked: bool,
+    /// A coding other than `chunked` came.
+    other: bool,
+    /// An element that is not `token *( OWS ";" ... )`, or a `chunked`
+    /// with parameters (it defines none).
+    malformed: bool,
+}
+
+impl Codings {
+    /// Add one field value: `#transfer-coding` (RFC 9112 §6.1), where
+    /// `transfer-coding = token *( OWS ";" OWS transfer-parameter )`.
+    fn add(&mut self, value: &[u8]) {
+        self.seen = true;
+        for element in value.split(|&b| b == b',') {
+            let element = trim_ows(element);
+            // RFC 9110 §5.6.1.2: empty list elements are ignored.
+            if element.is_empty() {
+                continue;
+            }
+            let (name, params) = match element.iter().position(|&b| b == b';') {
+                Some(i) => (trim_ows(&element[..i]), true),
+                None => (element, false),
+            };
+            if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+                self.malformed = true;
+            }
+            // RFC 9112 §7: transfer coding names are case-insensitive.
+            self.last_is_chunked = name.eq_ignore_ascii_case(b"chunked");
+            if self.last_is_chunked {
+                self.chunked += 1;
+                self.malformed |= params;
+                self.last_is_chunked = !params;
+            } else {
+                self.other = true;
+            }
+        }
+    }
+
+    /// The framing the list allows, or why it is refused.
+    fn framing(&self) -> Result<TransferEncoding, ParseError> {
+        if !self.seen {
+            return Ok(TransferEncoding::Absent);
+        }
+        if self.malformed {
+            return Err(ParseError::MalformedTransferEncoding);
+        }
+        // RFC 9112 §7: a sender MUST NOT apply chunked more than once.
+        if self.chunked > 1 {
+            return Err(ParseError::RepeatedChunked);
+        }
+        // RFC 9112 §6.3: in a request whose final coding is not chunked the
+        // body length cannot be determined reliably: 400, then close.
+        if !self.last_is_chunked {
+            return Err(ParseError::TransferEncodingNotChunked);
+        }
+        // RFC 9112 §6.1: a coding the server does not understand SHOULD be
+        // a 501; we decode chunked only.
+        if self.other {
+            return Err(ParseError::UnsupportedTransferEncoding);
+        }
+        Ok(TransferEncoding::Chunked)
+    }
+}
+
+/// RFC 9110 §5.6.2: tchar, the bytes of a token.
+pub(crate) fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+        )
 }
 
 /// Strip optional whitespace (RFC 9110 §5.6.3: SP and HTAB) at both ends.

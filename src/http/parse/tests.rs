@@ -82,6 +82,128 @@ fn content_length_with_transfer_encoding_is_rejected() {
 }
 
 #[test]
+fn content_length_with_any_transfer_encoding_is_rejected_first() {
+    for te in ["gzip, chunked", "gzip", "chunked, chunked"] {
+        let buf = format!(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: {te}\r\nContent-Length: 0\r\n\r\n"
+        );
+        assert!(
+            matches!(
+                parse(buf.as_bytes(), &limits()),
+                Err(ParseError::ContentLengthWithTransferEncoding)
+            ),
+            "{te}"
+        );
+    }
+}
+
+/// Parse a 1.1 request with these Transfer-Encoding field values.
+fn with_te(values: &[&str]) -> Result<TransferEncoding, ParseError> {
+    let mut buf = String::from("POST / HTTP/1.1\r\nHost: x\r\n");
+    for v in values {
+        buf.push_str(&format!("Transfer-Encoding: {v}\r\n"));
+    }
+    buf.push_str("\r\n");
+    parse(buf.as_bytes(), &limits()).map(|r| r.unwrap().0.transfer_encoding)
+}
+
+#[test]
+fn chunked_transfer_encoding_is_recorded() {
+    assert_eq!(with_te(&[]).unwrap(), TransferEncoding::Absent);
+    for values in [
+        &["chunked"][..],
+        &["Chunked"],
+        &["CHUNKED"],
+        &[" \tchunked\t "],
+        // RFC 9110 §5.6.1.2: empty list elements are ignored.
+        &[", chunked ,"],
+        &["", "chunked"],
+    ] {
+        assert_eq!(
+            with_te(values).unwrap(),
+            TransferEncoding::Chunked,
+            "{values:?}"
+        );
+    }
+}
+
+#[test]
+fn transfer_encoding_not_ending_in_chunked_is_400() {
+    for values in [
+        &["gzip"][..],
+        &["identity"],
+        &["chunked, gzip"],
+        &["chunked", "gzip"],
+        &[""],
+        &[" , "],
+    ] {
+        let e = with_te(values).unwrap_err();
+        assert!(
+            matches!(e, ParseError::TransferEncodingNotChunked),
+            "{values:?}: {e}"
+        );
+        assert_eq!(e.status(), crate::http::Status::BAD_REQUEST);
+    }
+}
+
+#[test]
+fn chunked_applied_twice_is_400() {
+    for values in [
+        &["chunked, chunked"][..],
+        &["chunked", "chunked"],
+        &["chunked,gzip,chunked"],
+    ] {
+        let e = with_te(values).unwrap_err();
+        assert!(matches!(e, ParseError::RepeatedChunked), "{values:?}: {e}");
+        assert_eq!(e.status(), crate::http::Status::BAD_REQUEST);
+    }
+}
+
+#[test]
+fn unknown_coding_before_chunked_is_501() {
+    for values in [
+        &["gzip, chunked"][..],
+        &["GZIP,chunked"],
+        &["gzip", "chunked"],
+        &["x-custom;p=1, chunked"],
+    ] {
+        let e = with_te(values).unwrap_err();
+        assert!(
+            matches!(e, ParseError::UnsupportedTransferEncoding),
+            "{values:?}: {e}"
+        );
+        assert_eq!(e.status(), crate::http::Status::NOT_IMPLEMENTED);
+    }
+}
+
+#[test]
+fn malformed_transfer_encoding_is_400() {
+    for values in [
+        &["chun ked"][..],
+        &["chunked;x=1"],
+        &["chunked, chunked;x=1"],
+        &["@, chunked"],
+        &[";a, chunked"],
+        &["\"gzip\", chunked"],
+    ] {
+        let e = with_te(values).unwrap_err();
+        assert!(
+            matches!(e, ParseError::MalformedTransferEncoding),
+            "{values:?}: {e}"
+        );
+        assert_eq!(e.status(), crate::http::Status::BAD_REQUEST);
+    }
+}
+
+#[test]
+fn transfer_encoding_on_http10_is_400() {
+    let buf = b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    let e = parse(buf, &limits()).unwrap_err();
+    assert!(matches!(e, ParseError::TransferEncodingOnHttp10), "{e}");
+    assert_eq!(e.status(), crate::http::Status::BAD_REQUEST);
+}
+
+#[test]
 fn non_digit_content_length_is_rejected() {
     for v in ["+1", "-1", "1 2", "0x10", "", "99999999999999999999999"] {
         let buf = format!("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: {v}\r\n\r\n");

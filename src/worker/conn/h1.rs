@@ -18,8 +18,14 @@
 //!    then waits for readiness holding nothing. The decision and its
 //!    measurements are in docs/decisions/0001-idle-reads.md.
 //!
-//! A request body is skipped, never parsed as a request (`http::body`), up to
-//! `MAX_DISCARD_BYTES`; beyond it the request is refused (413).
+//! A request body, by Content-Length or chunked, is skipped, never parsed as
+//! a request (`http::body`, through `input::Input`), up to
+//! `MAX_DISCARD_BYTES`; beyond it the request is refused (413). A request is
+//! answered when its head has come, after the part of its body already
+//! buffered has been framed: a body found malformed (400) or too large (413)
+//! there is answered as the refusal; one found so only in a later read closes
+//! the connection after the answer, since a second response would be read as
+//! the next request's. Either way nothing after it is parsed as a request.
 
 use std::cell::RefMut;
 use std::io;
@@ -33,19 +39,22 @@ use monoio::net::TcpStream;
 use super::super::registry::{Registration, DRAIN_LINGER};
 use super::super::{Ctx, Driver};
 use super::dispatch;
+use super::input::Input;
 use super::linger::{linger, Linger};
 use super::output::Output;
-use super::pool::{Pool, READ_BUF_BYTES};
+use super::pool::Pool;
 use super::transport::Transport;
 use crate::app::Handler;
-use crate::http::body::{Framing, Remaining};
+use crate::http::body::{Decoder, Framing};
 use crate::http::date::DateCache;
 use crate::http::error::{on_error, Refusal};
-use crate::http::{self, Method, Persistence, Response, Version};
+use crate::http::{self, Head, Method, ParseError, Persistence, Response, Version};
 use crate::telemetry::WorkerStats;
 
-/// Largest declared body we read and throw away on a method that takes none;
-/// beyond it the request is refused (413) and the connection closed.
+/// Largest request body read and thrown away (no handler reads bodies yet):
+/// a declared length beyond it, or a chunk size that takes a chunked body
+/// beyond it, is refused (413) and the connection closed. 1 MiB is nginx's
+/// `client_max_body_size`.
 pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
 
 /// How long an idle keep-alive connection on io_uring keeps a read (and its
@@ -109,58 +118,6 @@ enum Busy {
     /// Idle past the grace, holding no buffer: park until readable, for at
     /// most `left` more (the keep-alive or header timeout).
     Idle { left: Duration },
-}
-
-/// Received bytes not yet taken, and the body bytes still to skip.
-#[derive(Debug, Default)]
-struct Input {
-    /// `buf[start..]` is unread. `None` while the connection idles.
-    buf: Option<Vec<u8>>,
-    start: usize,
-    /// Body bytes of the last request still to skip.
-    body: Remaining,
-}
-
-impl Input {
-    /// Bytes received and not yet taken.
-    fn pending(&self) -> &[u8] {
-        self.buf.as_deref().map_or(&[], |b| &b[self.start..])
-    }
-
-    /// Whether the client is mid-request: bytes buffered, or a body to skip.
-    fn busy(&self) -> bool {
-        !self.pending().is_empty() || !self.body.is_done()
-    }
-
-    /// Skip whatever body bytes are buffered.
-    fn skip_body(&mut self) {
-        let n = self.body.consume(self.pending().len());
-        self.start += n;
-    }
-
-    /// Give the buffer back to the pool (the connection idles or ends).
-    fn release(&mut self, pool: &Pool) {
-        if let Some(b) = self.buf.take() {
-            pool.give(b);
-        }
-        self.start = 0;
-    }
-
-    /// The buffer, ready for a read after its unread bytes: taken from the
-    /// pool if none is held, unread bytes moved to the front, grown (up to
-    /// the head limit, which the parser enforces) when a partial head fills it.
-    fn prepare(&mut self, pool: &Pool, max_head: usize) -> Vec<u8> {
-        let mut buf = self.buf.take().unwrap_or_else(|| pool.take());
-        if self.start > 0 {
-            buf.drain(..self.start);
-            self.start = 0;
-        }
-        if buf.len() == buf.capacity() {
-            let cap = (buf.capacity() * 2).min(max_head + READ_BUF_BYTES);
-            buf.reserve_exact(cap.saturating_sub(buf.len()).max(READ_BUF_BYTES));
-        }
-        buf
-    }
 }
 
 /// What taking requests from the buffer ended on.
@@ -252,7 +209,13 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
     fn take_requests(&mut self) -> Taken {
         let ctx = self.ctx;
         loop {
-            self.input.skip_body();
+            if let Err(e) = self.input.skip_body() {
+                // The request was answered when its head came (`framed`
+                // found its buffered body sound); a second response would be
+                // read as the next request's. Close after the answer.
+                tracing::debug!(error = %e, "request body refused after its answer");
+                return Taken::Close { linger: true };
+            }
             if !self.input.body.is_done() || self.input.pending().is_empty() {
                 return Taken::NeedInput;
             }
@@ -270,16 +233,16 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                         Some(Refusal::Parse(e)),
                         0,
                         Persistence::Close,
-                        Remaining::default(),
+                        Decoder::default(),
                     ),
-                    Ok(Some((head, consumed))) => match Framing::of(&head, MAX_DISCARD_BYTES) {
+                    Ok(Some((head, consumed))) => match framed(&head, &pending[consumed..]) {
                         Err(e) => (
                             Some(Refusal::Parse(e)),
                             consumed,
                             Persistence::Close,
-                            Remaining::default(),
+                            Decoder::default(),
                         ),
-                        Ok(framing) => {
+                        Ok((body, skipped)) => {
                             let answer = dispatch::respond(ctx, &head);
                             let persistence = if answer.close {
                                 Persistence::Close
@@ -294,7 +257,7 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                                 persistence,
                                 include_body,
                             );
-                            (None, consumed, persistence, framing.remaining())
+                            (None, consumed + skipped, persistence, body)
                         }
                     },
                 }
@@ -313,7 +276,8 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             self.input.start += consumed;
             self.input.body = body;
             if persistence == Persistence::Close {
-                self.input.skip_body();
+                // What of the body was buffered is skipped; the rest, if any,
+                // is lingered away.
                 return Taken::Close {
                     linger: self.input.busy(),
                 };
@@ -491,6 +455,17 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             .await;
         }
     }
+}
+
+/// The body decoder of `head`, after discarding what of its body `rest`
+/// (the bytes buffered after the head) holds, and how many bytes that was.
+/// A body refused before the request is answered (declared too large, or
+/// malformed or too large within what is buffered) is answered as the
+/// refusal instead: 413 or 400, then close.
+fn framed(head: &Head<'_>, rest: &[u8]) -> Result<(Decoder, usize), ParseError> {
+    let mut body = Framing::of(head, MAX_DISCARD_BYTES)?.decoder(MAX_DISCARD_BYTES);
+    let skipped = body.skip(rest)?;
+    Ok((body, skipped))
 }
 
 /// How the `Connection` field of a response reads, and whether the

@@ -10,7 +10,8 @@
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
 //! 1. `transport`: the stream a connection runs over; TLS handshakes.
 //! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
-//!    buffers, taking pipelined requests within the sender's budget.
+//!    buffers, taking pipelined requests within the sender's budget;
+//!    `input` holds its received bytes and skips request bodies.
 //! 3. `dispatch`: request head → handler → response; OPTIONS and 405.
 //! 4. `output`: the sender: queued heads, `Bytes` bodies and file ranges,
 //!    written by one vectored write per batch and sendfile.
@@ -26,6 +27,7 @@
 
 mod dispatch;
 mod h1;
+mod input;
 mod linger;
 mod output;
 mod pool;
