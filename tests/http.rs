@@ -1033,6 +1033,36 @@ fn chunked_body_past_the_discard_bound_is_413(driver: &str) {
     assert_closes(&mut s);
 }
 
+fn max_body_bytes_sets_the_body_bound(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &["--max-body-bytes", "10"]);
+    // A declared length past the bound: 413 before anything else.
+    let over = "GET /hello.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 11\r\n\r\nxxxxxxxxxxx";
+    assert_refused_and_closed(&server, over.as_bytes(), 413);
+    // Exactly the bound: discarded, and the next request is answered.
+    let mut s = server.connect();
+    let batch = [
+        "GET /hello.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n0123456789",
+        &get_req("/p0.txt"),
+    ]
+    .concat();
+    s.write_all(batch.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s).body, HELLO.as_bytes());
+    assert_eq!(read_response(&mut s).body, b"p0\n");
+    // A chunked body whose chunks add up past it: 413 at the size line.
+    let raw = [
+        chunked_req("GET", "/hello.txt"),
+        "5\r\nabcde\r\n6\r\n".to_owned(),
+    ]
+    .concat();
+    assert_refused_and_closed(&server, raw.as_bytes(), 413);
+    // 0 refuses every body, and no body is still fine.
+    let none = serve(driver, &site, &["--max-body-bytes", "0"]);
+    let one = "GET /hello.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 1\r\n\r\nx";
+    assert_refused_and_closed(&none, one.as_bytes(), 413);
+    assert_eq!(none.get("/hello.txt").status, 200);
+}
+
 fn missing_host_on_http11_is_400(driver: &str) {
     let site = site();
     let server = serve(driver, &site, &[]);
@@ -1453,6 +1483,7 @@ driver_tests! {
     malformed_chunked_body_in_a_later_read_closes_after_the_answer,
     chunked_trailer_section_is_accepted,
     chunked_body_past_the_discard_bound_is_413,
+    max_body_bytes_sets_the_body_bound,
     missing_host_on_http11_is_400,
     repeated_host_is_400,
     declared_body_is_consumed_not_parsed,

@@ -3,7 +3,8 @@
 //!
 //! Owns those defaults and their bounds (`--max-connections`,
 //! `--max-connections-total`, `--header-timeout`, `--keepalive-timeout`,
-//! `--send-timeout`, `--lingering-*`, `--max-head-bytes`, `--max-headers`).
+//! `--send-timeout`, `--lingering-*`, `--max-head-bytes`, `--max-headers`,
+//! `--max-body-bytes`).
 //! Does not own enforcing them (`worker`, `http::parse`).
 
 use std::ops::RangeInclusive;
@@ -33,6 +34,12 @@ pub const DEFAULT_LINGERING_TIMEOUT_S: f64 = 5.0;
 /// that a client streaming at line rate cannot keep a worker busy for the
 /// whole lingering time.
 pub const DEFAULT_LINGERING_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest request body (nginx's `client_max_body_size` is 1 MiB too): a
+/// declared length past it is refused with 413 before anything runs, and a
+/// chunked body growing past it is cut with 413. Bodies nobody reads are
+/// discarded, so this is also the most a client can make a worker read for
+/// nothing per request. 0 refuses every body.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 // The head limits are the protocol core's defaults; config only validates
 // overrides of them.
 pub use crate::http::parse::{

@@ -52,9 +52,9 @@ pub use files::{
 };
 pub use limits::{
     DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
-    DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_REQUEST_LINE_BYTES,
-    DEFAULT_SEND_TIMEOUT_S,
+    DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_MAX_REQUEST_LINE_BYTES, DEFAULT_SEND_TIMEOUT_S,
 };
 pub use listen::{ListenerMode, DEFAULT_BIND, DEFAULT_LISTENER};
 pub use raw::RawConfig;
@@ -133,6 +133,8 @@ pub struct Config {
     pub lingering_time: Duration,
     pub lingering_timeout: Duration,
     pub lingering_bytes: u64,
+    /// `--max-body-bytes`: larger request bodies are refused (413).
+    pub max_body_bytes: u64,
     pub limits: Limits,
     pub admin: Option<SocketAddr>,
 }
@@ -186,6 +188,7 @@ impl RawConfig {
             lingering_time: c.lingering_time,
             lingering_timeout: c.lingering_timeout,
             lingering_bytes: c.lingering_bytes,
+            max_body_bytes: c.max_body_bytes,
             limits: limits::head(&c),
             admin,
             root: c.root,

@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::limits::{
     self, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
-    DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_SEND_TIMEOUT_S, HEADERS, HEAD_BYTES,
+    DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_SEND_TIMEOUT_S,
+    HEADERS, HEAD_BYTES,
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
 use super::setting::{
@@ -132,6 +133,10 @@ settings! {
         #[arg(long, value_name = "N")]
         max_headers: Option<u64> => usize = or(DEFAULT_MAX_HEADERS as u64, within(HEADERS)),
             shown |c| c.limits.max_headers;
+        /// Largest request body in bytes (a larger one is refused with 413).
+        #[arg(long, value_name = "BYTES")]
+        max_body_bytes: Option<u64> => u64 = or(DEFAULT_MAX_BODY_BYTES, as_is),
+            shown |c| c.max_body_bytes;
         /// Address of the admin listener (/healthz, /readyz, /metrics).
         #[arg(long, value_name = "ADDR")]
         admin: Option<String> => Option<SocketAddr> = optional(listen::addr(ADMIN_EXAMPLE)),

@@ -62,6 +62,8 @@ pub struct Settings {
     pub lingering_time: Duration,
     pub lingering_timeout: Duration,
     pub lingering_bytes: u64,
+    /// Largest request body (413 past it).
+    pub max_body_bytes: u64,
     /// The shutdown deadlines, kept by the worker itself when its
     /// supervisor is gone.
     pub drain_timeout: Duration,
@@ -82,6 +84,7 @@ impl Settings {
             lingering_time: config.lingering_time,
             lingering_timeout: config.lingering_timeout,
             lingering_bytes: config.lingering_bytes,
+            max_body_bytes: config.max_body_bytes,
             drain_timeout: config.drain_timeout,
             force_timeout: config.force_timeout,
         }

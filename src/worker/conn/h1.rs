@@ -20,7 +20,7 @@
 //!
 //! A request body, by Content-Length or chunked, is skipped, never parsed as
 //! a request (`http::body`, through `input::Input`), up to
-//! `MAX_DISCARD_BYTES`; beyond it the request is refused (413). A request is
+//! `--max-body-bytes`; beyond it the request is refused (413). A request is
 //! answered when its head has come, after the part of its body already
 //! buffered has been framed: a body found malformed (400) or too large (413)
 //! there is answered as the refusal; one found so only in a later read closes
@@ -50,12 +50,6 @@ use crate::http::date::DateCache;
 use crate::http::error::{on_error, Refusal};
 use crate::http::{self, Head, Method, ParseError, Persistence, Response, Version};
 use crate::telemetry::WorkerStats;
-
-/// Largest request body read and thrown away (no handler reads bodies yet):
-/// a declared length beyond it, or a chunk size that takes a chunked body
-/// beyond it, is refused (413) and the connection closed. 1 MiB is nginx's
-/// `client_max_body_size`.
-pub(crate) const MAX_DISCARD_BYTES: u64 = 1024 * 1024;
 
 /// How long an idle keep-alive connection on io_uring keeps a read (and its
 /// buffer) in flight before giving the buffer back and waiting for
@@ -235,31 +229,33 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                         Persistence::Close,
                         Decoder::default(),
                     ),
-                    Ok(Some((head, consumed))) => match framed(&head, &pending[consumed..]) {
-                        Err(e) => (
-                            Some(Refusal::Parse(e)),
-                            consumed,
-                            Persistence::Close,
-                            Decoder::default(),
-                        ),
-                        Ok((body, skipped)) => {
-                            let answer = dispatch::respond(ctx, &head);
-                            let persistence = if answer.close {
-                                Persistence::Close
-                            } else {
-                                persistence(ctx, head.keep_alive, head.version)
-                            };
-                            let include_body = head.method != Method::Head;
-                            push(
-                                ctx,
-                                &mut self.output,
-                                &answer.response,
-                                persistence,
-                                include_body,
-                            );
-                            (None, consumed + skipped, persistence, body)
+                    Ok(Some((head, consumed))) => {
+                        match framed(&head, &pending[consumed..], ctx.settings.max_body_bytes) {
+                            Err(e) => (
+                                Some(Refusal::Parse(e)),
+                                consumed,
+                                Persistence::Close,
+                                Decoder::default(),
+                            ),
+                            Ok((body, skipped)) => {
+                                let answer = dispatch::respond(ctx, &head);
+                                let persistence = if answer.close {
+                                    Persistence::Close
+                                } else {
+                                    persistence(ctx, head.keep_alive, head.version)
+                                };
+                                let include_body = head.method != Method::Head;
+                                push(
+                                    ctx,
+                                    &mut self.output,
+                                    &answer.response,
+                                    persistence,
+                                    include_body,
+                                );
+                                (None, consumed + skipped, persistence, body)
+                            }
                         }
-                    },
+                    }
                 }
             };
             if let Some(refusal) = refusal {
@@ -459,11 +455,13 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
 
 /// The body decoder of `head`, after discarding what of its body `rest`
 /// (the bytes buffered after the head) holds, and how many bytes that was.
-/// A body refused before the request is answered (declared too large, or
-/// malformed or too large within what is buffered) is answered as the
-/// refusal instead: 413 or 400, then close.
-fn framed(head: &Head<'_>, rest: &[u8]) -> Result<(Decoder, usize), ParseError> {
-    let mut body = Framing::of(head, MAX_DISCARD_BYTES)?.decoder(MAX_DISCARD_BYTES);
+/// No handler reads bodies yet, so every body is read and thrown away, at
+/// most `max_body` bytes of it (`--max-body-bytes`): a body refused before
+/// the request is answered (declared past the limit, or malformed or past
+/// it within what is buffered) is answered as the refusal instead, 413 or
+/// 400, then close.
+fn framed(head: &Head<'_>, rest: &[u8], max_body: u64) -> Result<(Decoder, usize), ParseError> {
+    let mut body = Framing::of(head, max_body)?.decoder(max_body);
     let skipped = body.skip(rest)?;
     Ok((body, skipped))
 }
