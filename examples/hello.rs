@@ -1,7 +1,7 @@
 //! The "app" workload: a fixed 1 KiB body from a `Handler`, with servery's CLI.
 //!
 //! `cargo run --release --example hello -- serve --bind 127.0.0.1:8080`
-//! answers every GET/HEAD with the same 1 KiB text. The body and its head are
+//! answers every GET/HEAD with the same 1 KiB text (other methods: 405). The body and its head are
 //! prebuilt once per worker, so this measures the server, not the handler.
 
 use std::process::ExitCode;
@@ -9,8 +9,9 @@ use std::process::ExitCode;
 use bytes::Bytes;
 use servery::app::{Handler, MakeError};
 use servery::cli;
+use servery::http::error::{on_error, Refusal};
 use servery::http::response::prebuild_head;
-use servery::http::{Body, Fields, Head, Response, Status};
+use servery::http::{Body, Fields, Head, Method, Response, Status};
 
 /// Body size of the app workload (the seed's "1 KiB app response").
 const BODY_BYTES: usize = 1024;
@@ -43,7 +44,10 @@ impl Hello {
 }
 
 impl Handler for Hello {
-    fn handle(&self, _head: &Head<'_>) -> Response {
+    fn handle(&self, head: &Head<'_>) -> Response {
+        if !matches!(head.method, Method::Get | Method::Head) {
+            return on_error(&Refusal::MethodNotAllowed);
+        }
         Response {
             status: Status::OK,
             fields: Fields::Prebuilt(self.head.clone()),

@@ -6,8 +6,9 @@
 //! not answered: the connection's state cannot be trusted), the panic is
 //! counted in `/metrics`, and every other connection and the next ones are
 //! served as before. The panic is injected with the test-only fault
-//! `panic-on=TARGET`, which panics inside the handler call. Runs under both
-//! drivers and both isolations.
+//! `panic-on=TARGET`, which panics inside the handler call; that also shows
+//! every method reaching the handler. Runs under both drivers and both
+//! isolations.
 
 #[macro_use]
 mod common;
@@ -87,6 +88,23 @@ fn repeated_panics_leave_the_server_up(driver: &str, isolation: &str) {
     }
 }
 
+/// Every method is the handler's to answer: the injected panic fires in the
+/// handler call for each, so each gets the 500 (the static files would
+/// have answered 405 or 204 themselves).
+fn every_method_reaches_the_handler(driver: &str) {
+    let server = server(driver, "thread");
+    for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW"] {
+        let req = format!("{method} /boom HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        let raw = server.send(req.as_bytes());
+        assert_eq!(parse_responses(&raw)[0].status, 500, "{method}");
+    }
+    // Without the fault, the static files answer for themselves.
+    let raw = server.send(b"POST /ok.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    let answer = &parse_responses(&raw)[0];
+    assert_eq!(answer.status, 405);
+    assert_eq!(answer.header("allow"), Some("GET, HEAD, OPTIONS"));
+}
+
 fn thread(driver: &str) {
     a_panicking_handler_gets_500_and_a_close_and_the_worker_keeps_serving(driver, "thread");
 }
@@ -104,6 +122,7 @@ fn repeated_process(driver: &str) {
 }
 
 driver_tests! {
+    every_method_reaches_the_handler,
     thread,
     process,
     repeated_thread,

@@ -2,10 +2,13 @@
 //!
 //! Owns: the [`Handler`] trait (a request head in, a [`Response`] out) and the
 //! [`HandlerFactory`] that makes one handler per worker. Does not own
-//! connections, framing, keep-alive, limits or methods other than GET/HEAD:
-//! the connection loop answers OPTIONS, 405 and protocol errors itself, and
-//! strips the body from HEAD responses, so a handler only ever answers a GET
-//! (and may ignore whether it was a HEAD).
+//! connections, framing, keep-alive or limits: the connection loop answers
+//! protocol errors itself and strips the body from HEAD responses (a handler
+//! may answer a HEAD as the GET). Every method reaches the handler; what it
+//! does with one it does not serve is its own answer (the static files
+//! answer OPTIONS with 204 and others with 405, both with `Allow`). A panic
+//! in `handle` is answered 500 and closes that connection; the worker goes
+//! on serving.
 //!
 //! Flow:
 //! 1. The supervisor holds one `HandlerFactory` (shared, `Send + Sync`).
@@ -18,7 +21,8 @@ use crate::http::{Head, Response};
 
 /// Answers one request. Lives on one worker thread.
 pub trait Handler: 'static {
-    /// Answer a GET or HEAD for `head`. The connection sends no body for HEAD.
+    /// Answer `head`, whatever its method. The connection sends no body for
+    /// a HEAD.
     fn handle(&self, head: &Head<'_>) -> Response;
 }
 

@@ -80,7 +80,8 @@ impl ParseError {
     }
 }
 
-/// Methods the server answers: the `Allow` of OPTIONS and of every 405.
+/// Methods the static-file service (and the example apps) answer: the
+/// `Allow` of their OPTIONS and of every 405.
 pub const ALLOW: &str = "GET, HEAD, OPTIONS";
 
 /// Every way a request is refused, from any layer.

@@ -6,6 +6,9 @@
 //! protocol errors (`http::error`).
 //!
 //! Pipeline, one request (each step a function of this file):
+//! 0. method: GET and HEAD go on; OPTIONS is 204 with `Allow`; any other
+//!    method is 405 with `Allow` (every method reaches the handler; this is
+//!    the static-file service's answer, an app's may differ).
 //! 1. resolve: `uri_path::resolve` percent-decodes once, rejects NUL, `%2f`,
 //!    backslashes and bad UTF-8, removes dot segments and refuses any climb
 //!    above the root (400). Dotfiles are 404 unless `--dotfiles allow`.
@@ -45,6 +48,7 @@ use bytes::Bytes;
 
 use crate::app::{Handler, MakeError};
 use crate::config::{FilesConfig, Symlinks};
+use crate::http::error::ALLOW;
 use crate::http::{
     on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
 };
@@ -327,7 +331,15 @@ fn slice(rep: &Rep, start: u64, len: u64) -> Body {
 
 impl Handler for Files {
     fn handle(&self, head: &Head<'_>) -> Response {
-        self.serve(head).unwrap_or_else(|e| on_error(&e.refusal()))
+        match head.method {
+            Method::Get | Method::Head => {
+                self.serve(head).unwrap_or_else(|e| on_error(&e.refusal()))
+            }
+            Method::Options => {
+                Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW)
+            }
+            Method::Other => on_error(&Refusal::MethodNotAllowed),
+        }
     }
 }
 

@@ -1,27 +1,26 @@
 //! Dispatch: one request head in, one response out, whatever the protocol.
 //!
 //! The only place the handler (static files, or an app) is called. It knows
-//! methods, not framing: HTTP/1.1 (`h1`) decides persistence and body
-//! skipping around it, and HTTP/2 streams will call the same function.
-//! Refusals it makes (405) go through `http::on_error` like every other.
+//! neither framing nor methods: HTTP/1.1 (`h1`) decides persistence and body
+//! skipping around it, HTTP/2 streams will call the same function, and what
+//! a method means is the handler's (static files answer OPTIONS and 405
+//! themselves; the sender drops the body of a HEAD).
 //!
 //! Flow:
-//! 1. GET and HEAD go to the handler (it answers both alike; the sender drops
-//!    the body of a HEAD). A panic in the handler is caught here: the
+//! 1. Every request goes to the handler. A panic in the handler is caught here: the
 //!    request is answered 500, the connection is closed after it (whatever
 //!    it was in the middle of cannot be trusted), the panic is counted
 //!    (`servery_handler_panics_total`), and the worker goes on serving its
 //!    other connections. This needs `panic = "unwind"`, which the release
 //!    profile keeps for that reason (docs/decisions/0004).
-//! 2. OPTIONS is answered here: 204 with `Allow`.
-//! 3. Any other method is a 405 with `Allow`.
+//! 2. The request is counted (`servery_requests_total`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::super::Ctx;
 use crate::app::Handler;
-use crate::http::error::{on_error, Refusal, ALLOW};
-use crate::http::{Body, Head, Method, Response, Status};
+use crate::http::error::{on_error, Refusal};
+use crate::http::{Head, Response};
 use crate::telemetry::WorkerStats;
 
 /// A request's answer.
@@ -31,25 +30,12 @@ pub(crate) struct Answer {
     pub close: bool,
 }
 
-/// Answer one request.
-pub(crate) fn respond<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
-    WorkerStats::add(&ctx.stats.requests, 1);
-    let response = match head.method {
-        Method::Get | Method::Head => return call(ctx, head),
-        Method::Options => Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
-        Method::Other => on_error(&Refusal::MethodNotAllowed),
-    };
-    Answer {
-        response,
-        close: false,
-    }
-}
-
-/// Call the handler, catching a panic. The handler's own state is not
+/// Answer one request: call the handler, catching a panic. The handler's own state is not
 /// poisoned by the unwind (a `RefCell` borrow is released as it unwinds);
 /// whether it is still coherent is the handler's concern, as with a panic
 /// in any Rust service that keeps running.
-fn call<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
+pub(crate) fn respond<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
+    WorkerStats::add(&ctx.stats.requests, 1);
     let handled = catch_unwind(AssertUnwindSafe(|| {
         if let Some(target) = ctx.panic_on.as_deref() {
             if target.as_bytes() == head.target {
