@@ -1063,6 +1063,27 @@ fn max_body_bytes_sets_the_body_bound(driver: &str) {
     assert_eq!(none.get("/hello.txt").status, 200);
 }
 
+/// RFC 9110 §10.1.1: a server that will not read the body may answer with
+/// the final status instead of 100 Continue. No handler reads bodies, so the
+/// client gets its answer at once, never a 100; the body it sends after the
+/// answer is framed and discarded, and the connection carries on.
+fn expect_100_continue_gets_the_final_answer_and_the_late_body_is_discarded(driver: &str) {
+    let site = site();
+    let server = serve(driver, &site, &[]);
+    let mut s = server.connect();
+    s.write_all(
+        b"GET /hello.txt HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    )
+    .unwrap();
+    let answer = read_response(&mut s);
+    assert_eq!(answer.status, 200, "a 100 or another status came first");
+    assert_eq!(answer.body, HELLO.as_bytes());
+    // The body the client had held back, then the next request.
+    s.write_all(&[b"hello", get_req("/p0.txt").as_bytes()].concat())
+        .unwrap();
+    assert_eq!(read_response(&mut s).body, b"p0\n");
+}
+
 fn missing_host_on_http11_is_400(driver: &str) {
     let site = site();
     let server = serve(driver, &site, &[]);
@@ -1484,6 +1505,7 @@ driver_tests! {
     chunked_trailer_section_is_accepted,
     chunked_body_past_the_discard_bound_is_413,
     max_body_bytes_sets_the_body_bound,
+    expect_100_continue_gets_the_final_answer_and_the_late_body_is_discarded,
     missing_host_on_http11_is_400,
     repeated_host_is_400,
     declared_body_is_consumed_not_parsed,
