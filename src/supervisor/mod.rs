@@ -111,7 +111,8 @@ pub enum Phase {
     Reloading,
     /// Shutdown begun: DRAIN sent to every generation.
     Draining,
-    /// Startup failed; workers being rolled back.
+    /// A generation failed its barrier (at startup, or on reload while the
+    /// old one serves); its workers are being rolled back.
     RollingBack,
     /// All workers gone.
     Stopped,
