@@ -72,15 +72,6 @@ tls=0
 json_out=""
 servery_bin=""
 
-# need_value OPT VALUE: the option's argument must exist.
-need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
-# need_uint OPT VALUE [MIN]: the option's argument must be an integer >= MIN.
-need_uint() {
-	if [[ ! $2 =~ ^[0-9]+$ ]] || (($2 < ${3:-0})); then
-		die "$1 wants an integer >= ${3:-0}, got '$2'"
-	fi
-}
-
 argv=("$@")
 while (($#)); do
 	case $1 in

@@ -50,7 +50,7 @@ root=$(cd "$here/.." && pwd)/examples/site
 while (($#)); do
 	case $1 in
 	--configs | --cpus | --port | --root)
-		[[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+		need_value "$1" "${2:-}"
 		;;&
 	--configs) configs=$2 && shift ;;
 	--cpus) cpu_list=$2 && shift ;;

@@ -56,15 +56,9 @@ servery_bin=""
 while (($#)); do
 	case $1 in
 	--runs | --workers | --json | --servery-bin)
-		[[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+		need_value "$1" "${2:-}"
 		;;&
-	--runs)
-		if [[ ! $2 =~ ^[0-9]+$ ]] || (($2 < 1)); then
-			die "--runs wants an integer >= 1, got '$2'"
-		fi
-		runs=$2
-		shift
-		;;
+	--runs) need_uint "$1" "$2" 1 && runs=$2 && shift ;;
 	--workers)
 		[[ $2 =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--workers wants e.g. 1,2,4, got '$2'"
 		worker_counts=$2

@@ -50,7 +50,7 @@ argv=("$@")
 while (($#)); do
 	case $1 in
 	--rounds | --duration | --connections | --size | --server-cpu | --client-cpu | --servery-bin | --load-bin)
-		[[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+		need_value "$1" "${2:-}"
 		;;&
 	--rounds) rounds=$2 && shift ;;
 	--duration) duration=$2 && shift ;;

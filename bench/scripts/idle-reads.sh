@@ -77,18 +77,11 @@ json_out=""
 variants=()
 bins=()
 
-# need_uint OPT VALUE [MIN]: the option's argument must be an integer >= MIN.
-need_uint() {
-	if [[ ! $2 =~ ^[0-9]+$ ]] || (($2 < ${3:-0})); then
-		die "$1 wants an integer >= ${3:-0}, got '$2'"
-	fi
-}
-
 argv=("$@")
 while (($#)); do
 	case $1 in
 	--trials | --duration | --conns | --load-conns | --warmup | --server-cpu | --client-cpu | --load-bin | --json)
-		[[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"
+		need_value "$1" "${2:-}"
 		;;&
 	--trials) need_uint "$1" "$2" 1 && trials=$2 && shift ;;
 	--duration) need_uint "$1" "$2" 1 && duration=$2 && shift ;;

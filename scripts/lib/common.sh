@@ -19,6 +19,16 @@ die() {
 	exit 1
 }
 
+# need_value OPT VALUE: an option's argument must exist (argument parsing).
+need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
+
+# need_uint OPT VALUE [MIN]: an option's argument must be an integer >= MIN.
+need_uint() {
+	if [[ ! $2 =~ ^[0-9]+$ ]] || (($2 < ${3:-0})); then
+		die "$1 wants an integer >= ${3:-0}, got '$2'"
+	fi
+}
+
 # need_cmd NAME HINT: exit with HINT unless NAME is on PATH.
 need_cmd() {
 	command -v "$1" >/dev/null 2>&1 || die "'$1' not found; $2"
