@@ -160,14 +160,21 @@ fn slow_client_gets_its_whole_response_after_sigterm(driver: &str) {
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
 }
 
-fn idle_keepalive_connections_are_closed_by_drain(driver: &str) {
-    let root = docroot(0);
-    let mut server = serve(&root, driver, &[]);
+/// A server with one kept-alive connection that has been answered once,
+/// then SIGTERM: the connection is idle when the drain begins.
+fn answered_then_sigterm(root: &tempfile::TempDir, driver: &str) -> (TestServer, TcpStream) {
+    let server = serve(root, driver, &[]);
     let mut s = server.connect();
     s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     assert_eq!(read_response(&mut s).status, 200);
     server.signal(Signal::SIGTERM);
+    (server, s)
+}
+
+fn idle_keepalive_connections_are_closed_by_drain(driver: &str) {
+    let root = docroot(0);
+    let (mut server, mut s) = answered_then_sigterm(&root, driver);
     let mut buf = [0u8; 16];
     assert_eq!(s.read(&mut buf).unwrap(), 0, "idle connection not closed");
     let status = server
@@ -182,12 +189,7 @@ fn idle_keepalive_connections_are_closed_by_drain(driver: &str) {
 /// which got no byte of a response, can retry it (RFC 9112 §9.3.1).
 fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
     let root = docroot(0);
-    let mut server = serve(&root, driver, &[]);
-    let mut s = server.connect();
-    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    assert_eq!(read_response(&mut s).status, 200);
-    server.signal(Signal::SIGTERM);
+    let (mut server, mut s) = answered_then_sigterm(&root, driver);
     let mut buf = [0u8; 64];
     assert_eq!(s.read(&mut buf).unwrap(), 0, "no FIN from the drain");
     // The request that crossed the FIN; then the client closes its side.

@@ -1165,6 +1165,15 @@ impl Load {
     }
 }
 
+/// A load client's connection: bounded reads and writes, no Nagle delay.
+fn load_connect(addr: SocketAddr) -> io::Result<BufReader<TcpStream>> {
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    let _ = s.set_read_timeout(Some(LOAD_TIMEOUT));
+    let _ = s.set_write_timeout(Some(LOAD_TIMEOUT));
+    let _ = s.set_nodelay(true);
+    Ok(BufReader::new(s))
+}
+
 /// How one attempt at a request ended, when it did not succeed.
 enum Attempt {
     /// Closed (or reset) before any response byte: may be retried.
@@ -1180,13 +1189,8 @@ fn client(addr: SocketAddr, stop: &AtomicBool, started: Instant) -> Tally {
         for _ in 0..5 {
             let c = match conn.as_mut() {
                 Some(c) => c,
-                None => match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                    Ok(s) => {
-                        let _ = s.set_read_timeout(Some(LOAD_TIMEOUT));
-                        let _ = s.set_write_timeout(Some(LOAD_TIMEOUT));
-                        let _ = s.set_nodelay(true);
-                        conn.insert(BufReader::new(s))
-                    }
+                None => match load_connect(addr) {
+                    Ok(s) => conn.insert(s),
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                         t.refused += 1;
                         return t;
@@ -1524,13 +1528,8 @@ fn strict_client(addr: SocketAddr, stop: &AtomicBool, churn: bool) -> Tally {
             let fresh = conn.is_none();
             let c = match conn.as_mut() {
                 Some(c) => c,
-                None => match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                    Ok(s) => {
-                        let _ = s.set_read_timeout(Some(LOAD_TIMEOUT));
-                        let _ = s.set_write_timeout(Some(LOAD_TIMEOUT));
-                        let _ = s.set_nodelay(true);
-                        conn.insert(BufReader::new(s))
-                    }
+                None => match load_connect(addr) {
+                    Ok(s) => conn.insert(s),
                     Err(e) => {
                         t.failures.push(format!("connect: {e}"));
                         break;
