@@ -101,7 +101,9 @@ pub(crate) struct Machine<H: Host> {
     pub(super) beats: Beats,
     /// The shutdown came from SIGINT: a second one abandons the drain.
     pub(super) interrupted: bool,
-    /// Signals that arrived while a reload rolled back, replayed after.
+    /// Signals that arrived while a reload rolled back, replayed after; at
+    /// most two of each kind (a second SIGINT means something; a third adds
+    /// nothing), so a signal flood cannot grow it.
     pub(super) deferred: VecDeque<Signal>,
     /// A crash loop: the shutdown it caused reports it.
     pub(super) fatal: Option<Error>,
@@ -428,11 +430,11 @@ impl<H: Host> Machine<H> {
             }
             (Phase::Starting | Phase::Reloading, _) => {
                 if self.phase == Phase::Reloading {
-                    self.deferred.push_back(s);
+                    self.defer(s);
                 }
                 self.fail_next(Error::Interrupted { signal: s }, now);
             }
-            (Phase::RollingBack, _) if self.current.is_some() => self.deferred.push_back(s),
+            (Phase::RollingBack, _) if self.current.is_some() => self.defer(s),
             (Phase::RollingBack, Signal::Interrupt) => {
                 // The operator insists: leave now. Workers still alive see
                 // their control channel close and exit without serving
@@ -456,6 +458,13 @@ impl<H: Host> Machine<H> {
             }
             (Phase::Draining, Signal::Interrupt) => self.interrupted = true,
             (Phase::Draining | Phase::Stopped, _) => {}
+        }
+    }
+
+    /// Keep `s` for after the rollback (bounded: see `deferred`).
+    fn defer(&mut self, s: Signal) {
+        if self.deferred.iter().filter(|&&d| d == s).count() < 2 {
+            self.deferred.push_back(s);
         }
     }
 

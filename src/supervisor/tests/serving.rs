@@ -297,3 +297,21 @@ fn losing_the_supervisor_drops_every_worker_handle() {
         ])
     );
 }
+
+#[test]
+fn signals_during_a_reload_rollback_are_kept_bounded_and_replayed() {
+    let mut rig = Rig::new(Kind::Thread, rules(1));
+    rig.ready(Duration::ZERO, 1, 1);
+    let s = Duration::from_secs(1);
+    rig.signal(s, Signal::Hangup);
+    rig.signal(s, Signal::Interrupt);
+    for _ in 0..1000 {
+        rig.signal(s, Signal::Hangup);
+        rig.signal(s, Signal::Interrupt);
+    }
+    assert!(rig.m.deferred.len() <= 4, "{} kept", rig.m.deferred.len());
+    rig.calls();
+    // The rollback ends: the first SIGINT drains, the second abandons.
+    rig.report(s + MS, 2, 0, State::Exited);
+    assert!(matches!(rig.m.take_outcome(), Some(Err(Error::Abandoned))));
+}
