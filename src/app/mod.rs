@@ -17,6 +17,7 @@
 //! 3. The worker's connections call `handle` on that thread-local handler, so
 //!    handlers may keep caches in `RefCell`s without locks.
 
+pub mod body;
 pub mod head;
 
 use crate::http::{Head, Response};
