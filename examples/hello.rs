@@ -1,23 +1,21 @@
-//! The "app" workload: a fixed 1 KiB body from a `Handler`, with servery's CLI.
+//! The "app" workload: a fixed 1 KiB body from a [`Service`], with servery's CLI.
 //!
 //! `cargo run --release --example hello -- serve --bind 127.0.0.1:8080`
-//! answers every GET/HEAD with the same 1 KiB text (other methods: 405). The body and its head are
-//! prebuilt once per worker, so this measures the server, not the handler.
+//! answers every GET/HEAD with the same 1 KiB text (other methods: 405 with
+//! `Allow`). The body is built once per worker and shared (`Bytes`), so this
+//! measures the server and the service API, not the handler.
 
 use std::process::ExitCode;
 
 use bytes::Bytes;
-use servery::app::{Handler, MakeError};
+use http::{header, HeaderValue, Method, StatusCode};
+use servery::app::{Body, MakeError, Request, Response, Service};
 use servery::cli;
-use servery::http::error::{on_error, Refusal};
-use servery::http::response::prebuild_head;
-use servery::http::{Body, Fields, Head, Method, Response, Status};
 
 /// Body size of the app workload (the seed's "1 KiB app response").
 const BODY_BYTES: usize = 1024;
 
 struct Hello {
-    head: Bytes,
     body: Bytes,
 }
 
@@ -31,28 +29,29 @@ impl Hello {
             .take(BODY_BYTES - 1)
             .chain([b'\n'])
             .collect();
-        let head = prebuild_head(
-            Status::OK,
-            &[("Content-Type".into(), "text/plain; charset=utf-8".into())],
-            body.len() as u64,
-        );
         Hello {
-            head,
             body: Bytes::from(body),
         }
     }
 }
 
-impl Handler for Hello {
-    fn handle(&self, head: &Head<'_>) -> Response {
-        if !matches!(head.method, Method::Get | Method::Head) {
-            return on_error(&Refusal::MethodNotAllowed);
+impl Service for Hello {
+    type Body = Body;
+
+    async fn call(&self, req: Request) -> Response<Body> {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut resp = Response::new(Body::from("405 Method Not Allowed\n"));
+            *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return resp;
         }
-        Response {
-            status: Status::OK,
-            fields: Fields::Prebuilt(self.head.clone()),
-            body: Body::Bytes(self.body.clone()),
-        }
+        let mut resp = Response::new(Body::from(self.body.clone()));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        resp
     }
 }
 

@@ -12,14 +12,18 @@
 //! discard the rest (within its bound); a connection that goes away ends the
 //! body with [`BodyError::Closed`].
 //!
+//! The two ends share their state through an `Arc<Mutex>` although both
+//! live on one worker thread: a body must be `Send` for tower services
+//! (axum's `Router` boxes its request body as `Send`). The lock is never
+//! contended, so it costs an uncontended atomic pair per hand-over.
+//!
 //! Does not own reading, decoding or limits (`worker::conn` with
 //! `http::body::Decoder`, `--max-body-bytes`): it carries what they yield,
 //! including their errors.
 
-use std::cell::RefCell;
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
@@ -67,6 +71,13 @@ struct State {
     dropped: bool,
 }
 
+/// The lock of a channel. A panic while it was held (only in this module's
+/// short critical sections, none of which panic) would poison it; the state
+/// is still coherent, so the poison is ignored.
+fn lock(channel: &Mutex<State>) -> MutexGuard<'_, State> {
+    channel.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl State {
     fn wake_reader(&mut self) {
         if let Some(w) = self.reader.take() {
@@ -82,12 +93,12 @@ impl State {
 
 /// A request's body, pulled by the service that answers it.
 pub struct RequestBody {
-    channel: Option<Rc<RefCell<State>>>,
+    channel: Option<Arc<Mutex<State>>>,
 }
 
 /// The connection's end of a [`RequestBody`].
 pub(crate) struct Feed {
-    channel: Rc<RefCell<State>>,
+    channel: Arc<Mutex<State>>,
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -106,7 +117,7 @@ impl RequestBody {
 
     /// A body and the end the connection feeds it through.
     pub(crate) fn channel() -> (Feed, RequestBody) {
-        let channel = Rc::new(RefCell::new(State::default()));
+        let channel = Arc::new(Mutex::new(State::default()));
         (
             Feed {
                 channel: channel.clone(),
@@ -127,7 +138,7 @@ impl RequestBody {
         let Some(channel) = &self.channel else {
             return Poll::Ready(None);
         };
-        let mut s = channel.borrow_mut();
+        let mut s = lock(channel);
         if let Some(chunk) = s.chunk.take() {
             return Poll::Ready(Some(Ok(chunk)));
         }
@@ -180,7 +191,7 @@ impl RequestBody {
     /// when the body had none, or was not chunked).
     pub fn trailers(&self) -> Option<http::HeaderMap> {
         let channel = self.channel.as_ref()?;
-        match &channel.borrow().end {
+        match &lock(channel).end {
             Some(Ok(t)) => Some(t.clone()),
             _ => None,
         }
@@ -190,7 +201,7 @@ impl RequestBody {
 impl Drop for RequestBody {
     fn drop(&mut self) {
         if let Some(channel) = &self.channel {
-            let mut s = channel.borrow_mut();
+            let mut s = lock(channel);
             s.dropped = true;
             s.chunk = None;
             s.wake_feeder();
@@ -215,7 +226,7 @@ impl http_body::Body for RequestBody {
                 let Some(channel) = &this.channel else {
                     return Poll::Ready(None);
                 };
-                let mut s = channel.borrow_mut();
+                let mut s = lock(channel);
                 if s.trailers_taken {
                     return Poll::Ready(None);
                 }
@@ -234,7 +245,7 @@ impl http_body::Body for RequestBody {
         match &self.channel {
             None => true,
             Some(c) => {
-                let s = c.borrow();
+                let s = lock(c);
                 s.chunk.is_none() && s.end.is_some()
             }
         }
@@ -246,7 +257,7 @@ impl Feed {
     /// waiting), or has dropped its body.
     pub(crate) async fn want(&self) -> Want {
         poll_fn(|cx| {
-            let mut s = self.channel.borrow_mut();
+            let mut s = lock(&self.channel);
             if s.dropped {
                 return Poll::Ready(Want::Gone);
             }
@@ -262,7 +273,7 @@ impl Feed {
     /// Hand over the next chunk (after [`Feed::want`] said `More`); an
     /// empty one is not handed over. Returns false when the reader is gone.
     pub(crate) fn push(&self, chunk: Bytes) -> bool {
-        let mut s = self.channel.borrow_mut();
+        let mut s = lock(&self.channel);
         if s.dropped {
             return false;
         }
@@ -290,7 +301,7 @@ impl Feed {
     }
 
     fn end(&self, end: Result<http::HeaderMap, BodyError>) {
-        let mut s = self.channel.borrow_mut();
+        let mut s = lock(&self.channel);
         if s.end.is_none() {
             s.end = Some(end);
         }

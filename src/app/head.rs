@@ -16,7 +16,7 @@
 
 use bytes::Bytes;
 
-use crate::http::{Head, Version};
+use crate::http::{Head, Method, TransferEncoding, Version};
 
 /// The head holds something the `http` crate's types refuse although
 /// `http::parse` accepted it (answered 400).
@@ -63,6 +63,49 @@ pub fn to_parts(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, 
     Ok(parts)
 }
 
+/// The parser's view of an owned head, borrowing it: for services that
+/// answer from a [`Head`] (the static files) when they are called with a
+/// `Request` (composed into an app) rather than from the read buffer. The
+/// body is the caller's, so the head says it has none.
+pub fn borrow(parts: &http::request::Parts) -> Head<'_> {
+    let token = parts.method.as_str();
+    let method = match parts.method {
+        http::Method::GET => Method::Get,
+        http::Method::HEAD => Method::Head,
+        http::Method::OPTIONS => Method::Options,
+        _ => Method::Other,
+    };
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or(parts.uri.path(), |p| p.as_str());
+    let headers: Vec<(&str, &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect();
+    let host = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str().as_bytes())
+        .or_else(|| parts.headers.get(http::header::HOST).map(|v| v.as_bytes()));
+    Head {
+        method,
+        method_token: token,
+        target: target.as_bytes(),
+        version: if parts.version == http::Version::HTTP_10 {
+            Version::Http10
+        } else {
+            Version::Http11
+        },
+        headers,
+        host,
+        content_length: None,
+        transfer_encoding: TransferEncoding::Absent,
+        keep_alive: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +147,20 @@ mod tests {
         let (p, _) = parts_of(b"BREW * HTTP/1.1\r\nHost: h\r\n\r\n");
         assert_eq!(p.method.as_str(), "BREW");
         assert_eq!(p.uri, "*");
+    }
+
+    #[test]
+    fn an_owned_head_reads_back_as_the_parsed_one() {
+        let (p, bytes) = parts_of(
+            b"OPTIONS /a/b?q=1 HTTP/1.1\r\nHost: h.example\r\nAccept: */*\r\n\r\n",
+        );
+        let (parsed, _) = parse(&bytes, &Limits::default()).unwrap().unwrap();
+        let head = borrow(&p);
+        assert_eq!(head.method, Method::Options);
+        assert_eq!(head.target, parsed.target);
+        assert_eq!(head.path(), b"/a/b");
+        assert_eq!(head.host, Some(&b"h.example"[..]));
+        assert_eq!(head.header("accept"), Some(&b"*/*"[..]));
     }
 
     #[test]

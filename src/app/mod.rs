@@ -1,51 +1,38 @@
-//! The Handler API: what a request means.
+//! The service API: what a request means.
 //!
-//! Owns: the [`Handler`] trait (a request head in, a [`Response`] out) and the
-//! [`HandlerFactory`] that makes one handler per worker. Does not own
-//! connections, framing, keep-alive or limits: the connection loop answers
-//! protocol errors itself and strips the body from HEAD responses (a handler
-//! may answer a HEAD as the GET). Every method reaches the handler; what it
-//! does with one it does not serve is its own answer (the static files
-//! answer OPTIONS with 204 and others with 405, both with `Allow`). A panic
-//! in `handle` is answered 500 and closes that connection; the worker goes
-//! on serving.
+//! Owns the [`Service`] trait (a [`Request`] in, a [`Response`] out, async),
+//! the [`ServiceFactory`] that makes one service per worker, the request's
+//! pulled [`RequestBody`], the response [`Body`], and, with the `tower`
+//! feature, the adapter that runs a `tower::Service` (an axum `Router`) as
+//! one. Does not own connections, framing, keep-alive or limits: the
+//! connection answers protocol errors itself, frames the response body
+//! (`Content-Length` or chunked), sends no body for HEAD and 304, answers
+//! `Expect: 100-continue` when the service first reads the body, and
+//! discards a body the service left unread. Every method reaches the
+//! service; a panic in it is answered 500 and closes that connection, and
+//! the worker goes on serving. docs/apps.md is the guide.
 //!
 //! Flow:
-//! 1. The supervisor holds one `HandlerFactory` (shared, `Send + Sync`).
+//! 1. The supervisor holds one `ServiceFactory` (shared, `Send + Sync`).
 //! 2. Each worker thread calls `make(worker_index)` while preparing, before it
 //!    reports PREPARED; an error there fails the whole generation.
-//! 3. The worker's connections call `handle` on that thread-local handler, so
-//!    handlers may keep caches in `RefCell`s without locks.
+//! 3. Each request becomes a `Request` (its head in the `http` crate's types,
+//!    pointing into the read buffer; its body read only as the service pulls
+//!    it), and the worker's connections call `call` on that thread-local
+//!    service and poll its future on the worker's thread. The static files
+//!    skip the `Request`: they answer from the borrowed head
+//!    ([`Service::respond_to_head`]).
 
 pub mod body;
 pub mod head;
+mod request;
+pub(crate) mod response;
+mod service;
+#[cfg(feature = "tower")]
+pub mod tower;
 
-use crate::http::{Head, Response};
-
-/// Answers one request. Lives on one worker thread.
-pub trait Handler: 'static {
-    /// Answer `head`, whatever its method. The connection sends no body for
-    /// a HEAD.
-    fn handle(&self, head: &Head<'_>) -> Response;
-}
-
-/// Error from building a worker's handler.
-pub type MakeError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Makes the per-worker handler.
-pub trait HandlerFactory: Send + Sync + 'static {
-    type Handler: Handler;
-    /// Build the handler for worker `index` (0-based), on that worker's thread.
-    fn make(&self, index: usize) -> Result<Self::Handler, MakeError>;
-}
-
-impl<F, H> HandlerFactory for F
-where
-    F: Fn(usize) -> Result<H, MakeError> + Send + Sync + 'static,
-    H: Handler,
-{
-    type Handler = H;
-    fn make(&self, index: usize) -> Result<H, MakeError> {
-        self(index)
-    }
-}
+pub use body::{BodyError, RequestBody};
+pub use request::{Alpn, Connection, Request, Tls};
+pub use response::{Body, BoxError, Response};
+pub(crate) use service::into_body;
+pub use service::{BoxFuture, BoxService, MakeError, Service, ServiceFactory};

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::app::HandlerFactory;
+use crate::app::ServiceFactory;
 use crate::config::{Config, RawConfig};
 use crate::supervisor::{Error as SupervisorError, Server, Signal};
 
@@ -99,10 +99,10 @@ fn unknown_choice(e: &clap::Error) -> Option<crate::config::Error> {
     crate::config::Error::unknown_choice(flag, word, allowed)
 }
 
-/// Run the command line with the handler `make` builds from the config.
+/// Run the command line with the service `make` builds from the config.
 pub fn run<F, M>(cli: Cli, make: M) -> anyhow::Result<ExitCode>
 where
-    F: HandlerFactory,
+    F: ServiceFactory,
     M: FnOnce(&Config) -> F,
 {
     match cli.command {
@@ -125,7 +125,7 @@ where
 
 fn serve<F, M>(config: Config, args: ServeArgs, make: M) -> anyhow::Result<ExitCode>
 where
-    F: HandlerFactory,
+    F: ServiceFactory,
     M: FnOnce(&Config) -> F,
 {
     let factory = make(&config);

@@ -19,6 +19,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
 /// Time to receive a whole request head (nginx `client_header_timeout` 60 s;
 /// shorter here because slowloris clients hold memory per connection).
 pub const DEFAULT_HEADER_TIMEOUT_S: f64 = 20.0;
+/// Longest silence between two reads of a request body a service is reading
+/// (nginx `client_body_timeout` is 60 s): past it the request is answered
+/// 408 and the connection closes.
+pub const DEFAULT_BODY_TIMEOUT_S: f64 = 60.0;
 /// Idle time between requests on a kept-alive connection (nginx uses 75 s).
 pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
 /// A client that takes no response bytes for this long is dropped (nginx

@@ -51,7 +51,7 @@ pub use files::{
     DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_ROOT, DEFAULT_SMALL_FILE_MAX_BYTES, DEFAULT_SYMLINKS,
 };
 pub use limits::{
-    DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
+    DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
     DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_MAX_REQUEST_LINE_BYTES, DEFAULT_SEND_TIMEOUT_S,
@@ -127,6 +127,8 @@ pub struct Config {
     /// Per worker.
     pub max_connections: NonZeroUsize,
     pub header_timeout: Duration,
+    /// `--body-timeout`: silence allowed between reads of a request body.
+    pub body_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
     /// Lingering close bounds (see `worker::conn::linger`).
@@ -183,6 +185,7 @@ impl RawConfig {
             force_timeout,
             max_connections: c.max_connections,
             header_timeout: c.header_timeout,
+            body_timeout: c.body_timeout,
             keepalive_timeout: c.keepalive_timeout,
             send_timeout: c.send_timeout,
             lingering_time: c.lingering_time,

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::limits::{
-    self, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
+    self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S, DEFAULT_LINGERING_BYTES,
     DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S, DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_SEND_TIMEOUT_S,
     HEADERS, HEAD_BYTES,
@@ -104,6 +104,10 @@ settings! {
         #[arg(long, value_name = "SECONDS")]
         header_timeout: Option<f64> => Duration = or(DEFAULT_HEADER_TIMEOUT_S, seconds(DAY)),
             shown |c| c.header_timeout;
+        /// Seconds between two reads of a request body (408 past it).
+        #[arg(long, value_name = "SECONDS")]
+        body_timeout: Option<f64> => Duration = or(DEFAULT_BODY_TIMEOUT_S, seconds(DAY)),
+            shown |c| c.body_timeout;
         /// Seconds a kept-alive connection may idle.
         #[arg(long, value_name = "SECONDS")]
         keepalive_timeout: Option<f64> => Duration = or(DEFAULT_KEEPALIVE_TIMEOUT_S, seconds(DAY)),

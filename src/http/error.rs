@@ -111,6 +111,14 @@ pub enum Refusal {
     /// The server failed (an I/O error, logged where it happened).
     #[error("internal error")]
     Internal,
+    /// A request body a service was reading stopped coming for the body
+    /// timeout (408, RFC 9110 §15.5.9).
+    #[error("request body timed out")]
+    BodyTimedOut,
+    /// A head the service's request types cannot hold although the parser
+    /// took it (a disagreement of two grammars: `app::head::Mismatch`).
+    #[error("request head not representable")]
+    Unrepresentable,
     /// The handler panicked; the worker caught it and keeps serving.
     #[error("handler panicked")]
     HandlerPanicked,
@@ -122,7 +130,8 @@ impl Refusal {
         match self {
             Refusal::Parse(e) => e.status(),
             Refusal::MethodNotAllowed => Status::METHOD_NOT_ALLOWED,
-            Refusal::BadPath => Status::BAD_REQUEST,
+            Refusal::BadPath | Refusal::Unrepresentable => Status::BAD_REQUEST,
+            Refusal::BodyTimedOut => Status::REQUEST_TIMEOUT,
             Refusal::NotFound => Status::NOT_FOUND,
             Refusal::Forbidden => Status::FORBIDDEN,
             Refusal::PreconditionFailed => Status::PRECONDITION_FAILED,
@@ -146,6 +155,7 @@ pub fn on_error(refusal: &Refusal) -> Response {
         403 => "403 Forbidden\n",
         404 => "404 Not Found\n",
         405 => "405 Method Not Allowed\n",
+        408 => "408 Request Timeout\n",
         412 => "412 Precondition Failed\n",
         413 => "413 Content Too Large\n",
         414 => "414 URI Too Long\n",
@@ -219,6 +229,8 @@ mod tests {
             (Refusal::PreconditionFailed, 412),
             (Refusal::RangeNotSatisfiable, 416),
             (Refusal::Internal, 500),
+            (Refusal::BodyTimedOut, 408),
+            (Refusal::Unrepresentable, 400),
             (Refusal::Parse(ParseError::BodyTooLarge { length: 9 }), 413),
         ] {
             let resp = on_error(&r);

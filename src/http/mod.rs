@@ -4,7 +4,7 @@
 //! (`body`) and the chunked decoder under it (`chunked`), every refusal and the one place that answers it (`error`'s
 //! `on_error`), response serialisation (`response`) and the cached `Date`
 //! value (`date`). Does not own sockets, timeouts or the connection loop
-//! (`worker::conn`) nor what a request means (`app::Handler`).
+//! (`worker::conn`) nor what a request means (`app::Service`).
 //!
 //! Flow for one request:
 //! 1. `parse(buf, limits)` → `Ok(None)` (need bytes) or a borrowed [`Head`].
@@ -12,7 +12,7 @@
 //!    body; its `body::Decoder` takes them from the buffered bytes as they
 //!    arrive (counted down, or chunked through `chunked::Decoder`), saying
 //!    where the body bytes lie and where the next request starts.
-//! 3. The connection asks the handler for a [`Response`] (or answers a
+//! 3. The connection asks the service for a [`Response`] (or answers a
 //!    [`Refusal`] with [`on_error`]).
 //! 4. `write_head` formats the head (prebuilt or from fields) plus `Date`
 //!    and `Connection` into the connection's head buffer; the body follows

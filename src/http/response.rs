@@ -27,6 +27,7 @@ impl Status {
     pub const FORBIDDEN: Status = Status(403);
     pub const NOT_FOUND: Status = Status(404);
     pub const METHOD_NOT_ALLOWED: Status = Status(405);
+    pub const REQUEST_TIMEOUT: Status = Status(408);
     pub const PRECONDITION_FAILED: Status = Status(412);
     pub const PAYLOAD_TOO_LARGE: Status = Status(413);
     pub const URI_TOO_LONG: Status = Status(414);
@@ -62,6 +63,7 @@ impl Status {
             403 => "Forbidden",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            408 => "Request Timeout",
             412 => "Precondition Failed",
             413 => "Content Too Large",
             414 => "URI Too Long",
@@ -236,6 +238,69 @@ fn write_fields(
     }
 }
 
+/// How a service's response body is delimited on the wire (RFC 9112 §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delimit {
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked` (HTTP/1.1, size unknown).
+    Chunked,
+    /// Neither: no body (1xx, 204, 304), a HEAD whose size is unknown, or an
+    /// HTTP/1.0 body ended by closing the connection.
+    Neither,
+}
+
+/// Fields a service may not set: the connection writes them itself
+/// (framing and persistence are its to decide, RFC 9112 §6 and §9).
+fn connection_owned(name: &http::HeaderName) -> bool {
+    use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+    name == CONTENT_LENGTH
+        || name == TRANSFER_ENCODING
+        || name == CONNECTION
+        || name == DATE
+        || name == "keep-alive"
+}
+
+/// Append the complete head of a service's response: status line, `Server`
+/// unless the service set its own, its fields (less those the connection
+/// owns), the framing `delimit` says, `Date`, `Connection`, blank line.
+pub fn write_service_head(
+    out: &mut impl BufMut,
+    status: http::StatusCode,
+    fields: &http::HeaderMap,
+    delimit: Delimit,
+    date: &[u8],
+    persistence: Persistence,
+) {
+    out.put_slice(b"HTTP/1.1 ");
+    out.put_slice(status.as_str().as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.put_slice(b"\r\n");
+    if !fields.contains_key(http::header::SERVER) {
+        out.put_slice(SERVER_FIELD);
+    }
+    for (name, value) in fields {
+        if connection_owned(name) {
+            continue;
+        }
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    match delimit {
+        Delimit::Length(n) => {
+            out.put_slice(b"Content-Length: ");
+            out.put_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        Delimit::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
+        Delimit::Neither => {}
+    }
+    write_tail(out, date, persistence);
+}
+
 /// Append the complete head of `resp` (ending in the blank line) to `out`
 /// (a `Vec<u8>`, or the connection's `BytesMut` head buffer).
 pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persistence: Persistence) {
@@ -243,6 +308,11 @@ pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persisten
         Fields::List(fields) => write_fields(out, resp.status, fields, resp.body.len()),
         Fields::Prebuilt(block) => out.put_slice(block),
     }
+    write_tail(out, date, persistence);
+}
+
+/// `Date`, `Connection` as `persistence` says, and the blank line.
+fn write_tail(out: &mut impl BufMut, date: &[u8], persistence: Persistence) {
     out.put_slice(b"Date: ");
     out.put_slice(date);
     out.put_slice(b"\r\n");
@@ -278,6 +348,47 @@ mod tests {
         let mut out = Vec::new();
         write_head(&mut out, &r, DATE, Persistence::Default);
         assert!(!String::from_utf8(out).unwrap().contains("Content-Length"));
+    }
+
+    #[test]
+    fn a_service_head_keeps_its_fields_but_not_its_framing() {
+        let mut fields = http::HeaderMap::new();
+        fields.insert("content-type", "application/json".parse().unwrap());
+        fields.insert("content-length", "999".parse().unwrap());
+        fields.insert("connection", "keep-alive".parse().unwrap());
+        let mut out = Vec::new();
+        write_service_head(
+            &mut out,
+            http::StatusCode::CREATED,
+            &fields,
+            Delimit::Chunked,
+            DATE,
+            Persistence::Default,
+        );
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 201 Created\r\nServer: servery\r\n"), "{s}");
+        assert!(s.contains("content-type: application/json\r\n"));
+        assert!(s.contains("Transfer-Encoding: chunked\r\n"));
+        assert!(!s.contains("999") && !s.contains("keep-alive"), "{s}");
+        assert!(s.ends_with("GMT\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_service_may_name_its_own_server() {
+        let mut fields = http::HeaderMap::new();
+        fields.insert("server", "app/1".parse().unwrap());
+        let mut out = Vec::new();
+        write_service_head(
+            &mut out,
+            http::StatusCode::OK,
+            &fields,
+            Delimit::Length(0),
+            DATE,
+            Persistence::Close,
+        );
+        let s = String::from_utf8(out).unwrap();
+        assert!(!s.contains("servery") && s.contains("server: app/1\r\n"), "{s}");
+        assert!(s.contains("Content-Length: 0\r\n"));
     }
 
     #[test]

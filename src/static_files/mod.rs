@@ -46,7 +46,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use crate::app::{Handler, MakeError};
+use crate::app::{head, MakeError, Request, Service};
 use crate::config::{FilesConfig, Symlinks};
 use crate::http::error::ALLOW;
 use crate::http::{
@@ -329,8 +329,26 @@ fn slice(rep: &Rep, start: u64, len: u64) -> Body {
     }
 }
 
-impl Handler for Files {
-    fn handle(&self, head: &Head<'_>) -> Response {
+impl Service for Files {
+    type Body = crate::app::Body;
+
+    /// The static files composed into an app: the same answer, from the
+    /// owned head.
+    async fn call(&self, req: Request) -> crate::app::Response {
+        crate::app::response::from_static(self.handle(&head::borrow(req.head())))
+    }
+
+    const BORROWS_HEADS: bool = true;
+
+    fn respond_to_head(&self, head: &Head<'_>) -> Option<Response> {
+        Some(self.handle(head))
+    }
+}
+
+impl Files {
+    /// Answer `head`: GET and HEAD serve, OPTIONS says what is allowed,
+    /// anything else is 405.
+    pub fn handle(&self, head: &Head<'_>) -> Response {
         match head.method {
             Method::Get | Method::Head => {
                 self.serve(head).unwrap_or_else(|e| on_error(&e.refusal()))

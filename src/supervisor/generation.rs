@@ -63,7 +63,7 @@ pub(crate) enum Force {
 /// One worker slot's life, as the supervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SlotState {
-    /// Spawned: pinning, building its runtime and handler.
+    /// Spawned: pinning, building its runtime and service.
     Starting,
     /// PREPARED: could accept, admits nobody until COMMIT.
     Prepared,

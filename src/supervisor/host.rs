@@ -18,7 +18,7 @@ use super::machine::{Host, Notice, Plan, Worker};
 use super::member::{Member, Spawn};
 use super::reload::listeners_for;
 use super::{child::ChildWatcher, notify, Error, Event, Reloader};
-use crate::app::HandlerFactory;
+use crate::app::ServiceFactory;
 use crate::config::{Config, Isolation, TlsSource};
 use crate::control::Control;
 use crate::net::ListenerPlan;
@@ -124,7 +124,7 @@ impl<F> Live<F> {
     }
 }
 
-impl<F: HandlerFactory> Host for Live<F> {
+impl<F: ServiceFactory> Host for Live<F> {
     type Member = Member;
     type Plan = Resources;
 

@@ -22,7 +22,7 @@ use socket2::Socket;
 
 use super::child::ChildWatcher;
 use super::Event;
-use crate::app::HandlerFactory;
+use crate::app::ServiceFactory;
 use crate::config::Config;
 use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::sys::pidfd;
@@ -81,7 +81,7 @@ pub(crate) enum Member {
 
 impl Member {
     /// Start worker `slot` as a thread of this process.
-    pub(crate) fn thread<F: HandlerFactory>(s: Spawn<'_, F>) -> io::Result<Member> {
+    pub(crate) fn thread<F: ServiceFactory>(s: Spawn<'_, F>) -> io::Result<Member> {
         let (control, control_rx) = flume::unbounded();
         let sockets = s
             .sockets

@@ -57,7 +57,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::app::HandlerFactory;
+use crate::app::ServiceFactory;
 use crate::config::{Config, Isolation};
 use crate::net::{ListenerPlan, Source};
 use crate::sys::shm::SharedCounter;
@@ -245,7 +245,7 @@ impl Handle {
 /// Re-reads the configuration for a reload.
 pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
 
-/// A server: a config and a handler factory, run by [`Server::run`].
+/// A server: a config and a service factory, run by [`Server::run`].
 pub struct Server<F> {
     config: Config,
     factory: Arc<F>,
@@ -257,7 +257,7 @@ pub struct Server<F> {
     exe: PathBuf,
 }
 
-impl<F: HandlerFactory> Server<F> {
+impl<F: ServiceFactory> Server<F> {
     pub fn new(config: Config, factory: F) -> Server<F> {
         let (tx, rx) = mpsc::channel();
         let stats = (0..config.workers.get())

@@ -3,11 +3,11 @@
 //! Owns: the worker's life ([`State`], one writer: `Lifecycle::enter`),
 //! building its runtime on the chosen driver, accepting, and the connection
 //! loop (`conn`). Does not own when to commit or drain (the supervisor sends
-//! [`Control`] messages) nor what a request means (`app::Handler`).
+//! [`Control`] messages) nor what a request means (`app::Service`).
 //!
 //! Flow:
 //! 1. Starting: pin to its CPU, build the runtime (io_uring, or epoll when
-//!    `auto` finds io_uring unavailable), make the handler.
+//!    `auto` finds io_uring unavailable), make the service.
 //! 2. Prepared: report, then wait for COMMIT holding bound, non-listening
 //!    sockets. Any other message, or the supervisor going away, ends the
 //!    worker without it ever accepting.
@@ -36,7 +36,7 @@ use monoio::io::Canceller;
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
 use socket2::Socket;
 
-use crate::app::{Handler, HandlerFactory};
+use crate::app::{Service, ServiceFactory};
 use crate::config::DriverChoice;
 use crate::http::date::DateCache;
 use crate::http::Limits;
@@ -50,6 +50,8 @@ pub use crate::control::{Control, Driver, Report, State};
 pub struct Settings {
     pub limits: Limits,
     pub header_timeout: Duration,
+    /// Silence allowed between two reads of a request body.
+    pub body_timeout: Duration,
     pub keepalive_timeout: Duration,
     /// Longest wait for a client to take more response bytes.
     pub send_timeout: Duration,
@@ -76,6 +78,7 @@ impl Settings {
         Settings {
             limits: config.limits,
             header_timeout: config.header_timeout,
+            body_timeout: config.body_timeout,
             keepalive_timeout: config.keepalive_timeout,
             send_timeout: config.send_timeout,
             max_connections: config.max_connections.get(),
@@ -155,7 +158,7 @@ impl Lifecycle {
 
 /// Body of a worker thread. Reports every transition; returns the final
 /// state (Exited or Aborted).
-pub(crate) fn run<F: HandlerFactory>(init: Init<F>) -> State {
+pub(crate) fn run<F: ServiceFactory>(init: Init<F>) -> State {
     let life = Lifecycle {
         worker: init.index,
         state: Cell::new(State::Starting),
@@ -240,7 +243,7 @@ fn build_uring(worker: usize) -> io::Result<UringRuntime> {
     Err(last.unwrap_or_else(|| io::Error::other("no io_uring setup tried")))
 }
 
-fn on_epoll<F: HandlerFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize, String> {
+fn on_epoll<F: ServiceFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize, String> {
     let mut rt = RuntimeBuilder::<LegacyDriver>::new()
         .enable_timer()
         .build()
@@ -250,7 +253,9 @@ fn on_epoll<F: HandlerFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize,
 
 /// What connections of one worker share.
 pub(crate) struct Ctx<H> {
-    pub handler: H,
+    pub service: H,
+    /// This worker's index (0-based).
+    pub index: usize,
     pub settings: Settings,
     pub stats: Arc<WorkerStats>,
     pub date: RefCell<DateCache>,
@@ -270,15 +275,15 @@ pub(crate) struct Ctx<H> {
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
 /// Returns the number of connections cut by FORCE.
-async fn lifecycle<F: HandlerFactory>(
+async fn lifecycle<F: ServiceFactory>(
     init: Init<F>,
     life: &Lifecycle,
     driver: Driver,
 ) -> Result<usize, String> {
-    let handler = init
+    let service = init
         .factory
         .make(init.index)
-        .map_err(|e| format!("cannot make the handler: {e}"))?;
+        .map_err(|e| format!("cannot make the service: {e}"))?;
     life.enter(State::Prepared, Some(driver), None, 0);
 
     loop {
@@ -310,7 +315,8 @@ async fn lifecycle<F: HandlerFactory>(
         listeners.push(l);
     }
     let ctx = Rc::new(Ctx {
-        handler,
+        service,
+        index: init.index,
         settings: init.settings,
         stats: init.stats,
         date: RefCell::new(DateCache::default()),
@@ -432,7 +438,7 @@ async fn sweep_keepalive<H>(ctx: Rc<Ctx<H>>) {
     }
 }
 
-async fn accept_loop<H: Handler>(
+async fn accept_loop<H: Service>(
     listener: monoio::net::TcpListener,
     ctx: Rc<Ctx<H>>,
     cancel: monoio::io::CancelHandle,
@@ -451,8 +457,8 @@ async fn accept_loop<H: Handler>(
             continue;
         }
         match listener.cancelable_accept(cancel.clone()).await {
-            Ok((stream, _peer)) => {
-                if !admit(stream, &ctx, &tls).await {
+            Ok((stream, peer)) => {
+                if !admit(stream, Some(peer), &ctx, &tls).await {
                     break;
                 }
             }
@@ -472,8 +478,9 @@ async fn accept_loop<H: Handler>(
 /// Take in one accepted connection: TCP_NODELAY, the global budget, the
 /// registry, then its task. `false` (and the connection closed) when the
 /// budget is spent and the worker is draining, so cannot wait for it.
-async fn admit<H: Handler>(
+async fn admit<H: Service>(
     stream: monoio::net::TcpStream,
+    peer: Option<std::net::SocketAddr>,
     ctx: &Rc<Ctx<H>>,
     tls: &Option<Arc<rustls::ServerConfig>>,
 ) -> bool {
@@ -498,6 +505,11 @@ async fn admit<H: Handler>(
         crate::sys::socket::Registered::new(crate::sys::socket::stream_fd(&stream)),
         tls.is_some(),
     );
+    let facts = crate::app::Connection {
+        peer,
+        worker: ctx.index,
+        tls: None,
+    };
     match tls {
         Some(config) => {
             monoio::spawn(conn::serve_tls(
@@ -505,10 +517,11 @@ async fn admit<H: Handler>(
                 registration,
                 ctx.clone(),
                 config.clone(),
+                facts,
             ));
         }
         None => {
-            monoio::spawn(conn::serve(stream, registration, ctx.clone()));
+            monoio::spawn(conn::serve(stream, registration, ctx.clone(), facts));
         }
     }
     true
@@ -520,7 +533,7 @@ async fn admit<H: Handler>(
 /// the queue of a socket the next generation shares until another
 /// connection arrives to wake it. Draining, these get one answer each with
 /// `Connection: close`.
-async fn sweep_queue<H: Handler>(
+async fn sweep_queue<H: Service>(
     listener: &monoio::net::TcpListener,
     ctx: &Rc<Ctx<H>>,
     tls: &Option<Arc<rustls::ServerConfig>>,
@@ -549,7 +562,8 @@ async fn sweep_queue<H: Handler>(
         match monoio::net::TcpStream::from_std(std_stream) {
             Ok(stream) => {
                 // Draining: without budget it is closed rather than held.
-                admit(stream, ctx, tls).await;
+                let peer = stream.peer_addr().ok();
+                admit(stream, peer, ctx, tls).await;
             }
             Err(e) => tracing::debug!(error = %e, "swept connection not adopted"),
         }

@@ -16,7 +16,7 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use super::{Init as WorkerInit, Report, Settings, State};
-use crate::app::HandlerFactory;
+use crate::app::ServiceFactory;
 use crate::config::Config;
 use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::telemetry::{Snapshot, WorkerStats};
@@ -25,7 +25,7 @@ use crate::telemetry::{Snapshot, WorkerStats};
 /// the config, exactly as the supervisor's binary does.
 pub fn main<F, M>(make: M) -> Result<State, String>
 where
-    F: HandlerFactory,
+    F: ServiceFactory,
     M: FnOnce(&Config) -> F,
 {
     let control = Arc::new(crate::sys::spawn::take_control_fd().map_err(|e| e.to_string())?);

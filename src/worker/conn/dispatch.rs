@@ -1,64 +1,132 @@
-//! Dispatch: one request head in, one response out, whatever the protocol.
+//! Dispatch: a request in, a response out, whatever the protocol.
 //!
-//! The only place the handler (static files, or an app) is called. It knows
-//! neither framing nor methods: HTTP/1.1 (`h1`) decides persistence and body
-//! skipping around it, HTTP/2 streams will call the same function, and what
-//! a method means is the handler's (static files answer OPTIONS and 405
-//! themselves; the sender drops the body of a HEAD).
+//! The only place the service (static files, or an app) is called. It knows
+//! neither framing nor methods: HTTP/1.1 (`h1`, `exchange`) decides
+//! persistence and bodies around it, HTTP/2 streams will call the same
+//! functions, and what a method means is the service's (static files answer
+//! OPTIONS and 405 themselves; the sender drops the body of a HEAD).
 //!
 //! Flow:
-//! 1. Every request goes to the handler. A panic in the handler is caught here: the
-//!    request is answered 500, the connection is closed after it (whatever
-//!    it was in the middle of cannot be trusted), the panic is counted
-//!    (`servery_handler_panics_total`), and the worker goes on serving its
-//!    other connections. This needs `panic = "unwind"`, which the release
-//!    profile keeps for that reason (docs/decisions/0004).
+//! 1. Every request goes to the service: [`respond_to_head`] for a service
+//!    that answers from the borrowed head (the static files), [`call`]
+//!    otherwise. A panic in the service, in its `call` or while its future
+//!    is polled, is caught here: the request is answered 500, the connection
+//!    is closed after it (whatever it was in the middle of cannot be
+//!    trusted), the panic is counted (`servery_handler_panics_total`), and
+//!    the worker goes on serving its other connections. This needs
+//!    `panic = "unwind"`, which the release profile keeps for that reason
+//!    (docs/decisions/0004).
 //! 2. The request is counted (`servery_requests_total`).
 
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use super::super::Ctx;
-use crate::app::Handler;
+use crate::app::{Request, Response, Service};
 use crate::http::error::{on_error, Refusal};
-use crate::http::{Head, Response};
+use crate::http::Head;
 use crate::telemetry::WorkerStats;
 
 /// A request's answer.
 pub(crate) struct Answer {
-    pub response: Response,
-    /// The handler panicked: close the connection after this answer.
+    pub response: crate::http::Response,
+    /// The service panicked: close the connection after this answer.
     pub close: bool,
 }
 
-/// Answer one request: call the handler, catching a panic. The handler's own state is not
-/// poisoned by the unwind (a `RefCell` borrow is released as it unwinds);
-/// whether it is still coherent is the handler's concern, as with a panic
-/// in any Rust service that keeps running.
-pub(crate) fn respond<H: Handler>(ctx: &Ctx<H>, head: &Head<'_>) -> Answer {
-    WorkerStats::add(&ctx.stats.requests, 1);
+/// Answer one request from its borrowed head, catching a panic; `None` when
+/// the service wants the request as a [`Request`] instead. The service's own
+/// state is not poisoned by the unwind (a `RefCell` borrow is released as it
+/// unwinds); whether it is still coherent is the service's concern, as with
+/// a panic in any Rust service that keeps running.
+pub(crate) fn respond_to_head<S: Service>(ctx: &Ctx<S>, head: &Head<'_>) -> Option<Answer> {
     let handled = catch_unwind(AssertUnwindSafe(|| {
-        if let Some(target) = ctx.panic_on.as_deref() {
-            if target.as_bytes() == head.target {
-                panic!("injected handler panic for {target}");
-            }
-        }
-        ctx.handler.handle(head)
+        inject_panic(ctx, head.target);
+        ctx.service.respond_to_head(head)
     }));
     match handled {
-        Ok(response) => Answer {
-            response,
-            close: false,
-        },
+        Ok(None) => None,
+        Ok(Some(response)) => {
+            WorkerStats::add(&ctx.stats.requests, 1);
+            Some(Answer {
+                response,
+                close: false,
+            })
+        }
         Err(_) => {
-            WorkerStats::add(&ctx.stats.handler_panics, 1);
-            tracing::error!(
-                target = %String::from_utf8_lossy(head.target),
-                "handler panicked: answered 500 and closed the connection"
-            );
-            Answer {
-                response: on_error(&Refusal::HandlerPanicked),
-                close: true,
-            }
+            WorkerStats::add(&ctx.stats.requests, 1);
+            Some(panicked(ctx, head.target))
+        }
+    }
+}
+
+/// Call the service with `req`; the future resolves to `Err` (the panic
+/// already counted and logged) if the service panicked.
+pub(crate) fn call<'c, S: Service>(
+    ctx: &'c Ctx<S>,
+    req: Request,
+) -> impl Future<Output = Result<Response<S::Body>, ()>> + 'c {
+    WorkerStats::add(&ctx.stats.requests, 1);
+    // For the log of a panic: a `Uri` clone shares its bytes.
+    let uri = req.uri().clone();
+    let called = catch_unwind(AssertUnwindSafe(|| {
+        inject_panic(ctx, target_of(&uri).as_bytes());
+        ctx.service.call(req)
+    }));
+    async move {
+        let outcome = match called {
+            Ok(fut) => CatchUnwind(std::pin::pin!(fut)).await,
+            Err(_) => Err(()),
+        };
+        if outcome.is_err() {
+            panicked(ctx, target_of(&uri).as_bytes());
+        }
+        outcome
+    }
+}
+
+/// A request-target as sent (origin-form or `*`).
+fn target_of(uri: &http::Uri) -> &str {
+    uri.path_and_query().map_or(uri.path(), |p| p.as_str())
+}
+
+/// The 500 that answers a panic; counted and logged.
+pub(crate) fn panicked<S>(ctx: &Ctx<S>, target: &[u8]) -> Answer {
+    WorkerStats::add(&ctx.stats.handler_panics, 1);
+    tracing::error!(
+        target = %String::from_utf8_lossy(target),
+        "handler panicked: answered 500 and closed the connection"
+    );
+    Answer {
+        response: on_error(&Refusal::HandlerPanicked),
+        close: true,
+    }
+}
+
+/// Test-only fault: a request for `SERVERY_TEST_FAULT=panic-on=TARGET`
+/// panics inside the service call.
+fn inject_panic<S>(ctx: &Ctx<S>, target: &[u8]) {
+    if let Some(on) = ctx.panic_on.as_deref() {
+        if on.as_bytes() == target {
+            panic!("injected handler panic for {on}");
+        }
+    }
+}
+
+/// A future whose panics become `Err(())`.
+pub(crate) struct CatchUnwind<F>(pub F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(_) => Poll::Ready(Err(())),
         }
     }
 }

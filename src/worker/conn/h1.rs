@@ -44,7 +44,7 @@ use super::linger::{linger, Linger};
 use super::output::Output;
 use super::pool::Pool;
 use super::transport::Transport;
-use crate::app::Handler;
+use crate::app::{Connection, Service};
 use crate::http::body::{Decoder, Framing};
 use crate::http::date::DateCache;
 use crate::http::error::{on_error, Refusal};
@@ -75,10 +75,11 @@ impl Drop for OpenGauge<'_> {
 /// Serve one accepted connection. `registration` (made by the accept loop,
 /// so the connection cap counts it at once) is dropped before the stream, so
 /// the entry leaves the registry before the fd closes.
-pub(crate) async fn serve<H: Handler, S: Transport>(
+pub(crate) async fn serve<H: Service, S: Transport>(
     stream: S,
     registration: Registration,
     ctx: Rc<Ctx<H>>,
+    facts: Connection,
 ) {
     WorkerStats::add(&ctx.stats.connections_open, 1);
     let _gauge = OpenGauge(&ctx.stats);
@@ -90,6 +91,7 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
         served_any: false,
         head_started: Instant::now(),
         grace: Canceller::new(),
+        facts,
     };
     // The busy loop is boxed: its state (writes, timers, lingering) is most
     // of a connection's future, and only the small idle wait below stays
@@ -116,7 +118,11 @@ enum Busy {
 
 /// What taking requests from the buffer ended on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Taken {
+pub(super) enum Taken {
+    /// The next request goes to the service's `call` (`exchange`).
+    Call,
+    /// One request was answered through `call`; more may be buffered.
+    More,
     /// No complete request left: read more.
     NeedInput,
     /// The sender's budget is reached; complete requests may remain.
@@ -138,27 +144,42 @@ enum Stop {
 }
 
 /// One HTTP/1.1 connection.
-struct Conn<'c, H, S> {
-    ctx: &'c Ctx<H>,
-    stream: S,
-    input: Input,
-    output: Output,
+pub(super) struct Conn<'c, H, S> {
+    pub(super) ctx: &'c Ctx<H>,
+    pub(super) stream: S,
+    pub(super) input: Input,
+    pub(super) output: Output,
     /// Whether any request was answered (the wait is then keep-alive).
-    served_any: bool,
+    pub(super) served_any: bool,
     /// When the current request's first bytes arrived (header timeout).
     head_started: Instant,
     /// Cancels the grace read of an idle wait; replaced only when used, so
     /// the busy path allocates none.
     grace: Canceller,
+    /// Where the connection came from, for the service's requests.
+    pub(super) facts: Connection,
 }
 
-impl<H: Handler, S: Transport> Conn<'_, H, S> {
+impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// Serve until the connection closes or idles past the grace.
     async fn run(&mut self, registration: &Registration) -> Busy {
         let settings = self.ctx.settings;
         loop {
-            // 1. Answer what is complete in the buffer.
-            let taken = self.take_requests();
+            // 1. Answer what is complete in the buffer: the borrowed-head
+            // answers at once, a service's `call` after what is queued.
+            let mut taken = self.take_requests();
+            if taken == Taken::Call {
+                if !self.output.is_empty()
+                    && self
+                        .output
+                        .flush(&mut self.stream, settings.send_timeout)
+                        .await
+                        .is_err()
+                {
+                    return Busy::Closed;
+                }
+                taken = self.exchange().await;
+            }
             // 2. Write it.
             if !self.output.is_empty()
                 && self
@@ -175,7 +196,7 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                     self.close(registration, linger).await;
                     return Busy::Closed;
                 }
-                Taken::Full => continue,
+                Taken::Full | Taken::More | Taken::Call => continue,
                 Taken::NeedInput => {}
             }
             // Draining: a connection between requests is done; one that has
@@ -216,6 +237,9 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
             if self.output.full() {
                 return Taken::Full;
             }
+            if !H::BORROWS_HEADS {
+                return Taken::Call;
+            }
             let (refusal, consumed, persistence, body) = {
                 let Some(buf) = self.input.buf.as_deref() else {
                     return Taken::NeedInput;
@@ -238,7 +262,9 @@ impl<H: Handler, S: Transport> Conn<'_, H, S> {
                                 Decoder::default(),
                             ),
                             Ok((body, skipped)) => {
-                                let answer = dispatch::respond(ctx, &head);
+                                let Some(answer) = dispatch::respond_to_head(ctx, &head) else {
+                                    return Taken::Call;
+                                };
                                 let persistence = if answer.close {
                                     Persistence::Close
                                 } else {
@@ -468,7 +494,7 @@ fn framed(head: &Head<'_>, rest: &[u8], max_body: u64) -> Result<(Decoder, usize
 
 /// How the `Connection` field of a response reads, and whether the
 /// connection stays open after it (RFC 9112 §9.3).
-fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persistence {
+pub(super) fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persistence {
     if !keep_alive || ctx.draining.get() {
         Persistence::Close
     } else if version == Version::Http10 {
@@ -479,7 +505,7 @@ fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persisten
 }
 
 /// Queue a response and count it.
-fn push<H>(
+pub(super) fn push<H>(
     ctx: &Ctx<H>,
     output: &mut Output,
     resp: &Response,

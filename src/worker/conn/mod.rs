@@ -26,8 +26,10 @@
 //! [`h1`'s `Conn`]: h1
 
 mod dispatch;
+mod exchange;
 mod h1;
 mod input;
+mod intake;
 mod linger;
 mod output;
 mod pool;

@@ -98,14 +98,7 @@ impl Output {
         persistence: Persistence,
         include_body: bool,
     ) {
-        if heads.capacity() - heads.len() < HEAD_ROOM_BYTES {
-            // Reclaims the chunk when every head cut from it is gone.
-            heads.reserve(HEAD_ARENA_BYTES);
-        }
-        write_head(heads, resp, date, persistence);
-        let head = heads.split().freeze();
-        self.push_mem(head);
-        self.responses += 1;
+        self.push_head(heads, |out| write_head(out, resp, date, persistence));
         if !include_body {
             return;
         }
@@ -113,18 +106,34 @@ impl Output {
             Body::Empty => {}
             Body::Bytes(b) => self.push_mem(b.clone()),
             Body::File(f) => self.queue.push(Chunk::File(f.clone())),
-            Body::Parts(parts) => {
-                for part in parts {
-                    match part {
-                        Part::Bytes(b) => self.push_mem(b.clone()),
-                        Part::File(f) => self.queue.push(Chunk::File(f.clone())),
-                    }
-                }
+            Body::Parts(parts) => self.push_parts(parts),
+        }
+    }
+
+    /// Queue one response's head, formatted by `write` into the arena.
+    pub(crate) fn push_head(&mut self, heads: &mut BytesMut, write: impl FnOnce(&mut BytesMut)) {
+        if heads.capacity() - heads.len() < HEAD_ROOM_BYTES {
+            // Reclaims the chunk when every head cut from it is gone.
+            heads.reserve(HEAD_ARENA_BYTES);
+        }
+        write(heads);
+        let head = heads.split().freeze();
+        self.push_mem(head);
+        self.responses += 1;
+    }
+
+    /// Queue body pieces: in-memory ones as they are, file ranges zero-copy.
+    pub(crate) fn push_parts(&mut self, parts: &[Part]) {
+        for part in parts {
+            match part {
+                Part::Bytes(b) => self.push_mem(b.clone()),
+                Part::File(f) => self.queue.push(Chunk::File(f.clone())),
             }
         }
     }
 
-    fn push_mem(&mut self, b: Bytes) {
+    /// Queue in-memory bytes after what is queued (a body, a chunk's framing).
+    pub(crate) fn push_mem(&mut self, b: Bytes) {
         if b.is_empty() {
             return;
         }

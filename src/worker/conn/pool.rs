@@ -54,6 +54,12 @@ impl Pool {
         }
     }
 
+    /// A buffer taken from the pool will not come back (a service keeps
+    /// bytes of it): count it back.
+    pub(crate) fn forget(&self) {
+        self.out.set(self.out.get().saturating_sub(1));
+    }
+
     /// Buffers currently held by connections.
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {

@@ -14,7 +14,7 @@ use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
 use super::super::Ctx;
-use crate::app::Handler;
+use crate::app::Service;
 use crate::telemetry::WorkerStats;
 
 /// What a connection runs over: plain TCP, or TLS on TCP.
@@ -46,11 +46,12 @@ impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
 /// timeout), then the same loop as plain connections. A client speaking
 /// plain HTTP to the TLS port fails the handshake on its first byte; it is
 /// counted and closed without an error log.
-pub(crate) async fn serve_tls<H: Handler>(
+pub(crate) async fn serve_tls<H: Service>(
     stream: TcpStream,
     registration: Registration,
     ctx: Rc<Ctx<H>>,
     config: Arc<rustls::ServerConfig>,
+    facts: crate::app::Connection,
 ) {
     let limit = ctx.settings.tls_handshake_timeout;
     // Mid-handshake is not idle: a drain must let it finish (its request
@@ -64,8 +65,14 @@ pub(crate) async fn serve_tls<H: Handler>(
             }
             // rustls holds any bytes read past the handshake itself, so the
             // stream starts with empty buffers and loses nothing.
+            let facts = crate::app::Connection {
+                tls: Some(crate::app::Tls {
+                    alpn: session.alpn_protocol().and_then(crate::app::Alpn::from_id),
+                }),
+                ..facts
+            };
             let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
-            super::h1::serve(tls, registration, ctx).await
+            super::h1::serve(tls, registration, ctx, facts).await
         }
         Ok(Err(Handshake::Plaintext)) => {
             WorkerStats::add(&ctx.stats.tls_plaintext, 1);

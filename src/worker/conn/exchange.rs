@@ -1,0 +1,499 @@
+//! One request through a service's `call`: the request built from the read
+//! buffer, its body fed as the service pulls it, the response framed and
+//! written, streamed frame by frame when it must be.
+//!
+//! Flow (`Conn::exchange`):
+//! 1. Freeze the read buffer into `Bytes` and parse the head from it, so the
+//!    owned head (`app::head::to_parts`) points into it and copies nothing.
+//!    Framing errors are answered as in `h1` (400, 413 before the service
+//!    runs, then close).
+//! 2. Call the service and poll its future, serving each of its body wants
+//!    in between (`intake`). Its answer is written once it comes (the
+//!    earlier pipelined responses were written before the call).
+//! 3. Frame the response: no body for HEAD, 1xx, 204 and 304;
+//!    `Content-Length` when its size is known; chunked otherwise on HTTP/1.1;
+//!    close-delimited on HTTP/1.0. A body whose one frame is ready at once
+//!    leaves with the head in one write. A stream is written one frame at a
+//!    time, each before the next is polled; a client that goes away ends
+//!    the response and drops the service's future and body.
+//! 4. A body that failed (malformed, too large, timed out) replaces the
+//!    service's answer with the refusal, if the head has not left yet, and
+//!    closes the connection. What of the body the service left unread is
+//!    discarded within `intake`'s bound, or the connection closes.
+//! 5. Thaw: the bytes after the request go back to the input (the buffer
+//!    itself, unless the service kept a piece of it).
+
+use std::future::poll_fn;
+use std::pin::{pin, Pin};
+use std::task::Poll;
+
+use bytes::Bytes;
+use http_body::Body as _;
+
+use super::dispatch::{self, CatchUnwind};
+use super::h1::{persistence, push, Conn, Taken};
+use super::intake::{Failure, Intake};
+use super::transport::Transport;
+use crate::app::body::Want;
+use crate::app::response::Kind;
+use crate::app::{head, into_body, Body, BoxError, Request, RequestBody, Service};
+use crate::http::body::Framing;
+use crate::http::error::{on_error, Refusal};
+use crate::http::response::{write_service_head, Delimit};
+use crate::http::{self, Persistence, Version};
+use crate::telemetry::WorkerStats;
+
+/// Facts of the request head kept past the parse.
+struct Facts {
+    keep_alive: bool,
+    version: Version,
+    head_method: bool,
+}
+
+/// How a response's body leaves.
+enum Send {
+    /// Nothing after the head.
+    Nothing,
+    /// Queued with the head (in memory, or file ranges).
+    Queued,
+    /// Frames to poll and write one by one, delimited as said.
+    Stream(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>, Delimit),
+}
+
+impl<S: Service, T: Transport> Conn<'_, S, T> {
+    /// Take the next buffered request through the service's `call`.
+    pub(super) async fn exchange(&mut self) -> Taken {
+        let ctx = self.ctx;
+        let settings = ctx.settings;
+        let Some(buf) = self.input.buf.take() else {
+            return Taken::NeedInput;
+        };
+        let start = self.input.start;
+        let frozen = Bytes::from(buf);
+        // 1. The head, from the frozen bytes.
+        let parsed = match http::parse(&frozen[start..], &settings.limits) {
+            Ok(None) => {
+                self.thaw(frozen, start);
+                return Taken::NeedInput;
+            }
+            Err(e) => Err((Refusal::Parse(e), start)),
+            Ok(Some((head, consumed))) => {
+                let body_at = start + consumed;
+                match Framing::of(&head, settings.max_body_bytes) {
+                    Err(e) => Err((Refusal::Parse(e), body_at)),
+                    Ok(framing) => match head::to_parts(&head, &frozen) {
+                        Err(e) => {
+                            tracing::debug!(error = %e, "request refused");
+                            Err((Refusal::Unrepresentable, body_at))
+                        }
+                        Ok(parts) => {
+                            let expect = head.version == Version::Http11
+                                && head
+                                    .header("expect")
+                                    .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+                            let facts = Facts {
+                                keep_alive: head.keep_alive,
+                                version: head.version,
+                                head_method: head.method == http::Method::Head,
+                            };
+                            Ok((parts, framing, expect, facts, body_at))
+                        }
+                    },
+                }
+            }
+        };
+        let (parts, framing, expect, facts, body_at) = match parsed {
+            Ok(p) => p,
+            Err((refusal, at)) => {
+                self.thaw(frozen, at);
+                push(
+                    ctx,
+                    &mut self.output,
+                    &on_error(&refusal),
+                    Persistence::Close,
+                    true,
+                );
+                return Taken::Close { linger: true };
+            }
+        };
+        self.served_any = true;
+
+        // 2. The call, with the body fed as it is wanted.
+        let (feed, body) = match framing {
+            Framing::Empty => (None, RequestBody::empty()),
+            _ => {
+                let (feed, body) = RequestBody::channel();
+                (Some(feed), body)
+            }
+        };
+        let mut intake = Intake::new(
+            framing.decoder(settings.max_body_bytes),
+            frozen,
+            body_at,
+            feed,
+            expect,
+            settings.max_body_bytes,
+        );
+        let request = Request::new(parts, body, self.facts);
+        let timeouts = (settings.body_timeout, settings.send_timeout);
+        let answered = {
+            let mut call = pin!(dispatch::call(ctx, request));
+            loop {
+                let next = monoio::select! {
+                    r = &mut call => Ok(r),
+                    w = intake.want() => Err(w),
+                };
+                match next {
+                    Ok(r) => break r,
+                    Err(Want::More) => {
+                        intake
+                            .feed(&mut self.stream, &ctx.pool, timeouts)
+                            .await
+                    }
+                    Err(Want::Gone) => intake.gone(),
+                }
+            }
+        };
+
+        // 3-4. The answer, or the refusal that replaces it.
+        let (response, panicked) = match answered {
+            Ok(r) => (Some(r), false),
+            Err(()) => (None, true),
+        };
+        let close_body = intake.failure.is_some() || (!intake.is_done() && intake.too_much_left());
+        let close = panicked || close_body;
+        let mut persist = if close {
+            Persistence::Close
+        } else {
+            persistence(ctx, facts.keep_alive, facts.version)
+        };
+        let refusal = intake.failure.as_ref().map(Failure::refusal);
+        let linger = match (refusal, response) {
+            // The client is gone: nobody to answer.
+            (Some(None), _) => {
+                self.thaw_intake(intake);
+                return Taken::Close { linger: false };
+            }
+            (Some(Some(refusal)), _) => {
+                push(ctx, &mut self.output, &on_error(&refusal), Persistence::Close, true);
+                true
+            }
+            (None, None) => {
+                let answer = on_error(&Refusal::HandlerPanicked);
+                push(ctx, &mut self.output, &answer, Persistence::Close, true);
+                !intake.is_done()
+            }
+            (None, Some(response)) => {
+                let (parts, body) = response.into_parts();
+                let body = into_body(body);
+                let send = self.queue_head(&parts, body, &facts, &mut persist);
+                if let Send::Stream(body, delimit) = send {
+                    if !self.stream_body(body, delimit, &mut intake).await {
+                        self.thaw_intake(intake);
+                        return Taken::Close { linger: false };
+                    }
+                }
+                if persist == Persistence::Close {
+                    !intake.is_done()
+                } else {
+                    if !self.output.is_empty()
+                        && self
+                            .output
+                            .flush(&mut self.stream, settings.send_timeout)
+                            .await
+                            .is_err()
+                    {
+                        self.thaw_intake(intake);
+                        return Taken::Close { linger: false };
+                    }
+                    if !intake.is_done()
+                        && !intake.discard(&mut self.stream, &ctx.pool, timeouts).await
+                    {
+                        persist = Persistence::Close;
+                    }
+                    false
+                }
+            }
+        };
+        // 5. The bytes after the request go back to the input.
+        self.thaw_intake(intake);
+        if persist == Persistence::Close {
+            Taken::Close { linger }
+        } else {
+            Taken::More
+        }
+    }
+
+    /// Queue the head of a service's response (and its body, when it is in
+    /// memory or a file); say what is left to send.
+    fn queue_head(
+        &mut self,
+        parts: &::http::response::Parts,
+        body: Body,
+        facts: &Facts,
+        persist: &mut Persistence,
+    ) -> Send {
+        let ctx = self.ctx;
+        let status = parts.status;
+        let bodiless = facts.head_method
+            || status.is_informational()
+            || status == ::http::StatusCode::NO_CONTENT
+            || status == ::http::StatusCode::NOT_MODIFIED;
+        let no_content = status.is_informational() || status == ::http::StatusCode::NO_CONTENT;
+        // A stream whose one frame is ready now leaves with its head.
+        let body = match body.kind {
+            Kind::Stream(s) if !bodiless => match first_frame(s) {
+                First::Whole(bytes) => Body::from(bytes),
+                First::Stream(s) => Body {
+                    kind: Kind::Stream(s),
+                },
+            },
+            _ => body,
+        };
+        let delimit = match body.len() {
+            _ if no_content => Delimit::Neither,
+            Some(n) => Delimit::Length(n),
+            None if facts.head_method => Delimit::Neither,
+            None if facts.version == Version::Http11 => Delimit::Chunked,
+            None => {
+                // HTTP/1.0 has no chunked coding: the close ends the body.
+                *persist = Persistence::Close;
+                Delimit::Neither
+            }
+        };
+        WorkerStats::add(&ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)], 1);
+        {
+            let mut date = ctx.date.borrow_mut();
+            let mut heads = ctx.heads.borrow_mut();
+            let date = date.now();
+            let persist = *persist;
+            self.output.push_head(&mut heads, |out| {
+                write_service_head(out, status, &parts.headers, delimit, date, persist)
+            });
+        }
+        if bodiless {
+            return Send::Nothing;
+        }
+        match body.kind {
+            Kind::Empty => Send::Nothing,
+            Kind::Bytes(b) => {
+                self.output.push_mem(b);
+                Send::Queued
+            }
+            Kind::Pieces(p) => {
+                self.output.push_parts(&p);
+                Send::Queued
+            }
+            Kind::Stream(s) => Send::Stream(s, delimit),
+        }
+    }
+
+    /// Write a streamed body frame by frame, serving the request body's
+    /// wants meanwhile. `false` when the connection must close at once: the
+    /// client went away, the body failed, or it broke its declared length.
+    async fn stream_body(
+        &mut self,
+        mut body: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>,
+        delimit: Delimit,
+        intake: &mut Intake,
+    ) -> bool {
+        let ctx = self.ctx;
+        let settings = ctx.settings;
+        let timeouts = (settings.body_timeout, settings.send_timeout);
+        let mut sent: u64 = 0;
+        loop {
+            // The head, or the last frame, leaves before the next is polled.
+            if !self.output.is_empty()
+                && self
+                    .output
+                    .flush(&mut self.stream, settings.send_timeout)
+                    .await
+                    .is_err()
+            {
+                return false;
+            }
+            let next = {
+                let frame = CatchUnwind(poll_fn(|cx| body.as_mut().poll_frame(cx)));
+                monoio::select! {
+                    f = frame => Ok(f),
+                    w = intake.want() => Err(w),
+                }
+            };
+            let frame = match next {
+                Err(Want::More) => {
+                    intake.feed(&mut self.stream, &ctx.pool, timeouts).await;
+                    continue;
+                }
+                Err(Want::Gone) => {
+                    intake.gone();
+                    continue;
+                }
+                Ok(Err(())) => {
+                    WorkerStats::add(&ctx.stats.handler_panics, 1);
+                    tracing::error!("response body panicked: connection closed");
+                    return false;
+                }
+                Ok(Ok(f)) => f,
+            };
+            match frame {
+                None => {
+                    return match delimit {
+                        Delimit::Chunked => {
+                            self.output.push_mem(Bytes::from_static(b"0\r\n\r\n"));
+                            self.flush_last().await
+                        }
+                        Delimit::Length(n) => sent == n,
+                        Delimit::Neither => true,
+                    };
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "response body failed: connection closed");
+                    return false;
+                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        if data.is_empty() {
+                            continue;
+                        }
+                        sent += data.len() as u64;
+                        match delimit {
+                            Delimit::Chunked => {
+                                let mut line = itoa_hex(data.len());
+                                line.extend_from_slice(b"\r\n");
+                                self.output.push_mem(Bytes::from(line));
+                                self.output.push_mem(data);
+                                self.output.push_mem(Bytes::from_static(b"\r\n"));
+                            }
+                            Delimit::Length(n) if sent > n => {
+                                tracing::debug!("response body longer than its length: closed");
+                                return false;
+                            }
+                            Delimit::Length(_) | Delimit::Neither => self.output.push_mem(data),
+                        }
+                    }
+                    Err(frame) => {
+                        // Trailers end the body; only chunked carries them.
+                        if let (Ok(trailers), Delimit::Chunked) = (frame.into_trailers(), delimit) {
+                            let mut block = b"0\r\n".to_vec();
+                            for (name, value) in &trailers {
+                                block.extend_from_slice(name.as_str().as_bytes());
+                                block.extend_from_slice(b": ");
+                                block.extend_from_slice(value.as_bytes());
+                                block.extend_from_slice(b"\r\n");
+                            }
+                            block.extend_from_slice(b"\r\n");
+                            self.output.push_mem(Bytes::from(block));
+                            return self.flush_last().await;
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Write the end of a stream.
+    async fn flush_last(&mut self) -> bool {
+        self.output
+            .flush(&mut self.stream, self.ctx.settings.send_timeout)
+            .await
+            .is_ok()
+    }
+
+    /// Put received bytes from `at` back as the input.
+    fn thaw(&mut self, bytes: Bytes, at: usize) {
+        let pool = &self.ctx.pool;
+        let rest = bytes.len() - at;
+        match bytes.try_into_mut() {
+            Ok(unique) => {
+                self.input.buf = Some(Vec::from(unique));
+                self.input.start = at;
+            }
+            Err(shared) => {
+                // A service kept a piece of it: copy the rest (the next
+                // pipelined requests, if any) into a fresh buffer.
+                pool.forget();
+                let mut buf = pool.take();
+                buf.extend_from_slice(&shared[at..]);
+                self.input.buf = Some(buf);
+                self.input.start = 0;
+            }
+        }
+        debug_assert_eq!(self.input.pending().len(), rest);
+    }
+
+    fn thaw_intake(&mut self, intake: Intake) {
+        let (buf, off) = intake.into_rest();
+        self.thaw(buf, off);
+    }
+}
+
+/// What polling a stream once, before its head is written, found.
+enum First {
+    /// Its one frame, and it has ended: the body, whole, sent with the head.
+    Whole(Bytes),
+    /// Not that: send it as a stream (a frame already taken is put back
+    /// in front).
+    Stream(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>),
+}
+
+/// Poll `body` once with a waker that does nothing (a pending body is
+/// polled again, with the connection's, once its head is out).
+fn first_frame(mut body: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>) -> First {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        body.as_mut().poll_frame(&mut cx)
+    }));
+    match polled {
+        Ok(Poll::Ready(Some(Ok(frame)))) => {
+            if frame.is_data() && body.is_end_stream() {
+                if let Ok(data) = frame.into_data() {
+                    return First::Whole(data);
+                }
+                return First::Stream(body);
+            }
+            First::Stream(Box::pin(Prepend {
+                first: Some(Ok(frame)),
+                rest: body,
+            }))
+        }
+        Ok(Poll::Ready(None)) => First::Whole(Bytes::new()),
+        Ok(Poll::Ready(Some(Err(e)))) => First::Stream(Box::pin(Prepend {
+            first: Some(Err(e)),
+            rest: body,
+        })),
+        Ok(Poll::Pending) => First::Stream(body),
+        // Polled again by the writer, which catches it again and closes.
+        Err(_) => First::Stream(body),
+    }
+}
+
+/// A stream with its first frame already taken, put back in front.
+struct Prepend {
+    first: Option<Result<http_body::Frame<Bytes>, BoxError>>,
+    rest: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>,
+}
+
+impl http_body::Body for Prepend {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        match this.first.take() {
+            Some(first) => Poll::Ready(Some(first)),
+            None => this.rest.as_mut().poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.rest.is_end_stream()
+    }
+}
+
+/// A chunk-size line's hex digits.
+fn itoa_hex(n: usize) -> Vec<u8> {
+    format!("{n:x}").into_bytes()
+}
