@@ -9,25 +9,33 @@
 //! - `worker`: one pinned thread, one monoio runtime, the connection loop.
 //! - `net`: listening sockets (reuseport, shared, systemd).
 //! - `http`: the I/O-free protocol core: parse, errors → status, responses.
-//! - `app`: the [`app::Handler`] API a server serves.
-//! - `static_files`: the file handler the binary serves.
+//! - `app`: the [`app::Service`] API a server serves (apps, tower, axum).
+//! - `static_files`: the file service the binary serves.
 //! - `telemetry`: counters, the admin endpoint, logging.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
 //!
-//! # Serving a handler
+//! # Serving a service
 //! ```no_run
-//! use servery::{app::MakeError, config::RawConfig, http::{Body, Head, Response, Status}};
+//! use servery::app::{Body, MakeError, Request, Response, Service};
+//! use servery::config::RawConfig;
+//!
 //! struct Hello;
-//! impl servery::app::Handler for Hello {
-//!     fn handle(&self, _: &Head<'_>) -> Response {
-//!         Response::new(Status::OK, Body::Bytes(bytes::Bytes::from_static(b"hi\n")))
+//!
+//! impl Service for Hello {
+//!     type Body = Body;
+//!     async fn call(&self, req: Request) -> Response<Body> {
+//!         Response::new(Body::from(format!("hi from {}\n", req.uri().path())))
 //!     }
 //! }
+//!
 //! let config = RawConfig::default().validate().unwrap();
 //! let server = servery::Server::new(config, |_worker| Ok::<_, MakeError>(Hello));
 //! server.run(|ready| println!("{ready}")).unwrap();
 //! ```
+//!
+//! An axum `Router` is served the same way through `app::tower` (the
+//! `tower` feature); docs/apps.md is the guide.
 
 pub mod app;
 pub mod cli;

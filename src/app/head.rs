@@ -151,9 +151,8 @@ mod tests {
 
     #[test]
     fn an_owned_head_reads_back_as_the_parsed_one() {
-        let (p, bytes) = parts_of(
-            b"OPTIONS /a/b?q=1 HTTP/1.1\r\nHost: h.example\r\nAccept: */*\r\n\r\n",
-        );
+        let (p, bytes) =
+            parts_of(b"OPTIONS /a/b?q=1 HTTP/1.1\r\nHost: h.example\r\nAccept: */*\r\n\r\n");
         let (parsed, _) = parse(&bytes, &Limits::default()).unwrap().unwrap();
         let head = borrow(&p);
         assert_eq!(head.method, Method::Options);

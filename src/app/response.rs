@@ -90,7 +90,8 @@ impl Body {
             ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
                 let inner = self.get_mut().0.as_mut();
                 inner
-                    .poll_frame(cx).map(|f| f.map(|r| r.map_err(Into::into)))
+                    .poll_frame(cx)
+                    .map(|f| f.map(|r| r.map_err(Into::into)))
             }
             fn is_end_stream(&self) -> bool {
                 self.0.is_end_stream()

@@ -366,7 +366,10 @@ mod tests {
             Persistence::Default,
         );
         let s = String::from_utf8(out).unwrap();
-        assert!(s.starts_with("HTTP/1.1 201 Created\r\nServer: servery\r\n"), "{s}");
+        assert!(
+            s.starts_with("HTTP/1.1 201 Created\r\nServer: servery\r\n"),
+            "{s}"
+        );
         assert!(s.contains("content-type: application/json\r\n"));
         assert!(s.contains("Transfer-Encoding: chunked\r\n"));
         assert!(!s.contains("999") && !s.contains("keep-alive"), "{s}");
@@ -387,7 +390,10 @@ mod tests {
             Persistence::Close,
         );
         let s = String::from_utf8(out).unwrap();
-        assert!(!s.contains("servery") && s.contains("server: app/1\r\n"), "{s}");
+        assert!(
+            !s.contains("servery") && s.contains("server: app/1\r\n"),
+            "{s}"
+        );
         assert!(s.contains("Content-Length: 0\r\n"));
     }
 

@@ -57,7 +57,10 @@ enum Send {
     /// Queued with the head (in memory, or file ranges).
     Queued,
     /// Frames to poll and write one by one, delimited as said.
-    Stream(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>, Delimit),
+    Stream(
+        Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>,
+        Delimit,
+    ),
 }
 
 impl<S: Service, T: Transport> Conn<'_, S, T> {
@@ -145,11 +148,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 };
                 match next {
                     Ok(r) => break r,
-                    Err(Want::More) => {
-                        intake
-                            .feed(&mut self.stream, &ctx.pool, timeouts)
-                            .await
-                    }
+                    Err(Want::More) => intake.feed(&mut self.stream, &ctx.pool, timeouts).await,
                     Err(Want::Gone) => intake.gone(),
                 }
             }
@@ -160,7 +159,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             Ok(r) => (Some(r), false),
             Err(()) => (None, true),
         };
-        let close_body = intake.failure.is_some() || (!intake.is_done() && intake.too_much_left());
+        let close_body = intake.failure.is_some()
+            || intake.owes_continue()
+            || (!intake.is_done() && intake.too_much_left());
         let close = panicked || close_body;
         let mut persist = if close {
             Persistence::Close
@@ -175,7 +176,13 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 return Taken::Close { linger: false };
             }
             (Some(Some(refusal)), _) => {
-                push(ctx, &mut self.output, &on_error(&refusal), Persistence::Close, true);
+                push(
+                    ctx,
+                    &mut self.output,
+                    &on_error(&refusal),
+                    Persistence::Close,
+                    true,
+                );
                 true
             }
             (None, None) => {
@@ -261,7 +268,10 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 Delimit::Neither
             }
         };
-        WorkerStats::add(&ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)], 1);
+        WorkerStats::add(
+            &ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)],
+            1,
+        );
         {
             let mut date = ctx.date.borrow_mut();
             let mut heads = ctx.heads.borrow_mut();

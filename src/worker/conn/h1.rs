@@ -4,7 +4,9 @@
 //! the kernel as rarely as possible and holds memory only while it works:
 //! 1. Take every complete request in the read buffer (pipelining), answer
 //!    each through `dispatch`, and queue the responses in the sender
-//!    (`output`) until its budget is reached.
+//!    (`output`) until its budget is reached. A service that takes owned
+//!    requests (every one but the static files) is called through
+//!    `exchange`, one request at a time, after what is queued is written.
 //! 2. Write the queue: one vectored write for the in-memory responses,
 //!    sendfile for file ranges.
 //! 3. Close (an error, `Connection: close`, HTTP/1.0's default, a drain),
@@ -18,14 +20,16 @@
 //!    then waits for readiness holding nothing. The decision and its
 //!    measurements are in docs/decisions/0001-idle-reads.md.
 //!
-//! A request body, by Content-Length or chunked, is skipped, never parsed as
-//! a request (`http::body`, through `input::Input`), up to
+//! On the borrowed-head path (the static files) a request body, by
+//! Content-Length or chunked, is skipped, never parsed as a request
+//! (`http::body`, through `input::Input`), up to
 //! `--max-body-bytes`; beyond it the request is refused (413). A request is
 //! answered when its head has come, after the part of its body already
 //! buffered has been framed: a body found malformed (400) or too large (413)
 //! there is answered as the refusal; one found so only in a later read closes
 //! the connection after the answer, since a second response would be read as
 //! the next request's. Either way nothing after it is parsed as a request.
+//! A service called through `exchange` reads its body itself (`intake`).
 
 use std::cell::RefMut;
 use std::io;
@@ -481,7 +485,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
 
 /// The body decoder of `head`, after discarding what of its body `rest`
 /// (the bytes buffered after the head) holds, and how many bytes that was.
-/// No handler reads bodies yet, so every body is read and thrown away, at
+/// A head answered from the borrowed buffer takes no body, so its body is read and thrown away, at
 /// most `max_body` bytes of it (`--max-body-bytes`): a body refused before
 /// the request is answered (declared past the limit, or malformed or past
 /// it within what is buffered) is answered as the refusal instead, 413 or

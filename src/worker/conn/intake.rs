@@ -216,6 +216,13 @@ impl Intake {
         false
     }
 
+    /// Whether the client still waits for a 100 Continue it will not get
+    /// (the service answered without reading): it may never send the body,
+    /// so the rest cannot be discarded, only the connection closed.
+    pub(super) fn owes_continue(&self) -> bool {
+        self.expect_continue && !self.is_done()
+    }
+
     /// Whether so much of the body is left unread that discarding it is
     /// not worth it (a declared length past the discard bound).
     pub(super) fn too_much_left(&self) -> bool {

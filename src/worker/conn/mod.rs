@@ -1,18 +1,20 @@
 //! The connection layer: from an accepted socket to written responses.
 //!
 //! Owns: transports (plain TCP, TLS and its handshake), the HTTP/1.1
-//! connection state and loop, the protocol-neutral dispatch to the handler,
+//! connection state and loop, the protocol-neutral dispatch to the service,
 //! the sender that writes heads, in-memory bodies and file ranges, the
 //! worker's read-buffer pool, and lingering close. Does not own parsing or
 //! response encoding (the I/O-free `http` core), what a request means
-//! (`app::Handler`), nor accepting and draining (the worker).
+//! (`app::Service`), nor accepting and draining (the worker).
 //!
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
 //! 1. `transport`: the stream a connection runs over; TLS handshakes.
 //! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
 //!    buffers, taking pipelined requests within the sender's budget;
 //!    `input` holds its received bytes and skips request bodies.
-//! 3. `dispatch`: request head → handler → response; OPTIONS and 405.
+//! 3. `dispatch`: request → service → response, catching panics;
+//!    `exchange`: a service's `call`, its request body fed as it is pulled
+//!    (`intake`), its response framed and streamed.
 //! 4. `output`: the sender: queued heads, `Bytes` bodies and file ranges,
 //!    written by one vectored write per batch and sendfile.
 //! 5. `linger`: the bounded half-close after an error or a close.
