@@ -302,3 +302,70 @@ fn next_piece(pieces: &mut Vec<Part>) -> Option<Result<Bytes, BoxError>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::task::Waker;
+
+    use http_body::Body as _;
+
+    use super::*;
+    use crate::http::response::prebuild_head;
+    use crate::http::{Fields, Status};
+
+    fn frames(mut body: Body) -> Vec<Bytes> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut out = Vec::new();
+        while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
+            out.push(frame.unwrap().into_data().unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn in_memory_bodies_know_their_length_and_yield_once() {
+        let body = Body::from("abc");
+        assert_eq!(body.len(), Some(3));
+        assert_eq!(body.size_hint().exact(), Some(3));
+        assert_eq!(frames(body), [Bytes::from_static(b"abc")]);
+        assert!(Body::empty().is_end_stream());
+    }
+
+    #[test]
+    fn a_file_body_polled_as_a_stream_reads_its_range() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let body = Body::file(f, 2, 5);
+        assert_eq!(body.len(), Some(5));
+        assert_eq!(frames(body).concat(), b"23456");
+    }
+
+    #[test]
+    fn own_bodies_pass_through_and_others_become_streams() {
+        let own = crate::app::into_body(Body::from("x"));
+        assert!(matches!(own.kind, Kind::Bytes(_)));
+        let other = crate::app::into_body(Body::stream(Body::from("y")));
+        assert!(matches!(other.kind, Kind::Stream(_)));
+        assert_eq!(other.len(), Some(1), "a stream keeps its exact size");
+    }
+
+    #[test]
+    fn a_prebuilt_static_head_reads_back_as_fields() {
+        let block = prebuild_head(
+            Status::OK,
+            &[("Content-Type".into(), "text/plain".into())],
+            3,
+        );
+        let resp = from_static(crate::http::Response {
+            status: Status::OK,
+            fields: Fields::Prebuilt(block),
+            body: crate::http::Body::Bytes(Bytes::from_static(b"abc")),
+        });
+        assert_eq!(resp.status(), http::StatusCode::OK);
+        assert_eq!(resp.headers()["content-type"], "text/plain");
+        assert!(resp.headers().get("content-length").is_none());
+        assert!(resp.headers().get("server").is_none());
+        assert_eq!(resp.body().len(), Some(3));
+    }
+}

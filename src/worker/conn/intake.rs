@@ -62,7 +62,7 @@ impl Failure {
     /// The refusal to answer with, unless nobody is there to hear it.
     pub(super) fn refusal(&self) -> Option<Refusal> {
         match self {
-            Failure::Framing(e) => Some(Refusal::Parse(ParseError::Chunked(e.clone()))),
+            Failure::Framing(e) => Some(Refusal::Parse(ParseError::Chunked(*e))),
             Failure::TimedOut => Some(Refusal::BodyTimedOut),
             Failure::Closed => None,
         }
