@@ -145,6 +145,13 @@ pub struct RequestArgs {
     /// Extra request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// Request method [default: GET, or POST with --body-file].
+    #[arg(short = 'X', long, value_name = "METHOD")]
+    pub method: Option<String>,
+    /// Send this file as the body of every request, with its Content-Length (read once, up
+    /// front; the request is serialized with it like the head).
+    #[arg(long, value_parser = parse::body_file, value_name = "FILE")]
+    pub body_file: Option<BodyFile>,
     /// Per-request timeout (10s, 500ms, ...) [default: 2s].
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
@@ -202,10 +209,26 @@ pub struct LoadArgs {
     pub quiet: bool,
 }
 
+/// The bytes of a `--body-file`, read when the command line is parsed.
+#[derive(Clone)]
+pub struct BodyFile(pub Vec<u8>);
+
+impl std::fmt::Debug for BodyFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BodyFile({} bytes)", self.0.len())
+    }
+}
+
 impl RequestArgs {
     /// A plan for these URLs with this request shape and every other field defaulted.
     pub fn plan(&self) -> Result<Plan, plan::Error> {
         let mut plan = Plan::new(&self.urls)?;
+        plan.body = self.body_file.as_ref().map(|b| b.0.clone());
+        plan.method = match (&self.method, &plan.body) {
+            (Some(method), _) => method.clone(),
+            (None, Some(_)) => "POST".to_string(),
+            (None, None) => plan::DEFAULT_METHOD.to_string(),
+        };
         plan.headers = self
             .headers
             .iter()
@@ -476,6 +499,35 @@ mod tests {
             let text = format!("[default: {}s]", default.as_secs());
             assert!(line.contains(&text), "{flag} help lacks {text}: {line}");
         }
+    }
+
+    #[test]
+    fn a_body_file_is_posted_unless_a_method_is_given() {
+        let path = std::env::temp_dir().join(format!("servery-load-body-{}", std::process::id()));
+        fs::write(&path, [1u8, 2, 3]).expect("write");
+        let file = path.display().to_string();
+        let cli = parse(&["--body-file", &file, "http://127.0.0.1:9/digest"]).expect("parse");
+        let plan = cli.load.plan().expect("plan");
+        assert_eq!(
+            (plan.method.as_str(), plan.body.as_deref()),
+            ("POST", Some(&[1u8, 2, 3][..]))
+        );
+        let cli =
+            parse(&["-X", "PUT", "--body-file", &file, "http://127.0.0.1:9/"]).expect("parse");
+        assert_eq!(cli.load.plan().expect("plan").method, "PUT");
+        let cli = parse(&["-X", "DELETE", "http://127.0.0.1:9/"]).expect("parse");
+        let plan = cli.load.plan().expect("plan");
+        assert_eq!(
+            (plan.method.as_str(), plan.body.is_none()),
+            ("DELETE", true)
+        );
+        assert!(parse(&["-X", "GE T", "http://127.0.0.1:9/"])
+            .expect("parse")
+            .load
+            .plan()
+            .is_err());
+        let _ = fs::remove_file(&path);
+        assert!(parse(&["--body-file", &file, "http://127.0.0.1:9/"]).is_err());
     }
 
     #[test]
