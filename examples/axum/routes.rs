@@ -11,7 +11,8 @@
 //! - `POST /echo`: a JSON body `{"name": string, "n": u64}` answered as `{"name", "n": n + 1}`
 //!   (saturating, so `u64::MAX` stays `u64::MAX` rather than overflowing).
 //! - `POST /digest`: the whole body's SHA-256 as 64 lowercase hex digits, `text/plain`, no
-//!   newline (`app-post-4k` expects exactly that).
+//!   newline (`app-post-4k` expects exactly that). The body is collected first, so axum's
+//!   default 2 MB body limit applies (413 above it).
 //!
 //! No state, no middleware: what is measured is routing, extraction, serialization and the
 //! runtime underneath.
