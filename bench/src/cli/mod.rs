@@ -52,8 +52,9 @@ pub enum Command {
     /// Request each URL once, check it like a load run would, print status, length and
     /// SHA-256, and exit (1 if a check failed). No load.
     Validate(RequestArgs),
-    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o) ×
-    /// workers × trials, on disjoint server and client CPUs. Writes bench/results/matrix-*.json
+    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o, and
+    /// axum on tokio for the app scenarios) × workers × trials, on disjoint server and client
+    /// CPUs. Writes bench/results/matrix-*.json
     /// (identity and every raw trial), a markdown table file and two SVG charts, prints the
     /// tables, and shows progress on stderr.
     Matrix(MatrixArgs),
@@ -100,10 +101,13 @@ pub struct MatrixArgs {
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub warmup: Option<Duration>,
     /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
-    /// static-churn-1k, static-range-64k, static-not-modified, app-1k].
+    /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k].
+    /// Each is measured on the servers that can serve it: app-json and app-post-4k on servery
+    /// and axum-tokio, the others on servery, nginx and h2o.
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
-    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o].
+    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
+    /// axum-tokio]. axum-tokio is one thread, so it runs in 1-worker points only.
     #[arg(long, value_delimiter = ',', value_parser = parse::server, value_name = "LIST")]
     pub servers: Vec<Server>,
     /// Worker counts, comma-separated; counts the server side has no cores for are skipped
@@ -124,6 +128,18 @@ pub struct MatrixArgs {
     /// examples/hello binary for app-1k [default: build it with cargo in --repo].
     #[arg(long, value_name = "PATH")]
     pub hello_bin: Option<PathBuf>,
+    /// examples/axum binary (the axum Router on servery) for app-json [default: build it with
+    /// cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub axum_bin: Option<PathBuf>,
+    /// examples/upload binary (a POSTed body's SHA-256) for app-post-4k [default: build it
+    /// with cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub upload_bin: Option<PathBuf>,
+    /// examples/axum_tokio binary, the axum-tokio server [default: build it with cargo in
+    /// --repo].
+    #[arg(long, value_name = "PATH")]
+    pub axum_tokio_bin: Option<PathBuf>,
     /// The servery checkout (cargo builds there; scripts/lib has the peer configs)
     /// [default: the checkout this binary was built from, else the current directory].
     #[arg(long, value_name = "DIR")]
@@ -355,6 +371,9 @@ impl MatrixArgs {
             client_cpus: self.client_cpus.clone(),
             servery_bin: self.servery_bin.clone(),
             hello_bin: self.hello_bin.clone(),
+            axum_bin: self.axum_bin.clone(),
+            upload_bin: self.upload_bin.clone(),
+            axum_tokio_bin: self.axum_tokio_bin.clone(),
             out_dir: self
                 .out
                 .clone()
@@ -562,8 +581,9 @@ mod tests {
         assert_eq!(full.duration, Duration::from_secs(10));
         assert_eq!(full.warmup, Duration::from_secs(3));
         assert_eq!(full.workers, [1, 2, 4]);
-        assert_eq!(full.scenarios.len(), 7);
-        assert_eq!(full.servers.len(), 4);
+        assert_eq!(full.scenarios.len(), 9);
+        assert_eq!(full.servers.len(), 5);
+        assert!(full.axum_bin.is_none() && full.upload_bin.is_none());
         let quick = options(&["matrix", "--quick"]);
         assert_eq!(
             (quick.trials, quick.duration, quick.warmup),
@@ -591,6 +611,24 @@ mod tests {
         assert_eq!(custom.workers, [1, 2]);
         assert_eq!(custom.client_cpus.map(|c| c.to_string()), Some("1".into()));
         assert!(parse(&["matrix", "--scenarios", "static-2k"]).is_err());
+        let apps = options(&[
+            "matrix",
+            "--scenarios",
+            "app-json,app-post-4k",
+            "--servers",
+            "servery-thread,axum-tokio",
+            "--axum-bin",
+            "/b/axum",
+            "--upload-bin",
+            "/b/upload",
+            "--axum-tokio-bin",
+            "/b/axum_tokio",
+        ]);
+        assert_eq!(apps.scenarios, [Scenario::AppJson, Scenario::AppPost4k]);
+        assert_eq!(apps.servers, [Server::ServeryThread, Server::AxumTokio]);
+        assert_eq!(apps.axum_bin, Some(PathBuf::from("/b/axum")));
+        assert_eq!(apps.upload_bin, Some(PathBuf::from("/b/upload")));
+        assert_eq!(apps.axum_tokio_bin, Some(PathBuf::from("/b/axum_tokio")));
         assert!(parse(&["matrix", "--servers", "apache"]).is_err());
     }
 
