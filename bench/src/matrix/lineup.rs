@@ -108,10 +108,10 @@ pub fn without(lineups: Vec<Lineup>, unavailable: &[Program]) -> (Vec<Lineup>, V
         if let Some(program) = out.first().and_then(|s| s.program(scenario)) {
             let names: Vec<&str> = out.iter().map(|s| s.name()).collect();
             notes.push(format!(
-                "{} is not measured in {}: it runs `{}`, which this checkout has no source for \
-                 (examples/{}.rs) and {} did not give.",
-                names.join(", "),
+                "{} without {}: their program, `{}`, is not in this checkout (examples/{}.rs) \
+                 and {} did not give one.",
                 scenario.name(),
+                names.join(", "),
                 program.target(),
                 program.target(),
                 program.flag()
@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(kept[1].servers, [Server::AxumTokio]);
         assert_eq!(notes.len(), 1);
         assert!(
-            notes[0].starts_with("servery-thread, servery-process is not measured in app-post-4k")
+            notes[0].starts_with("app-post-4k without servery-thread, servery-process: ")
                 && notes[0].contains("examples/upload.rs")
                 && notes[0].contains("--upload-bin"),
             "{}",
