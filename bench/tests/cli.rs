@@ -135,6 +135,43 @@ fn validate_subcommand_prints_status_length_and_sha() {
 }
 
 #[test]
+fn a_body_file_is_posted_and_its_digest_comes_back() {
+    let server = TestServer::start(Behavior::Digest);
+    let file = std::env::temp_dir().join(format!("servery-load-cli-body-{}", std::process::id()));
+    std::fs::write(&file, BODY).expect("write body file");
+    let body_file = file.display().to_string();
+    // The test server answers the hex SHA-256 of the body it read: 64 bytes.
+    let out = servery_load(&[
+        "--body-file",
+        &body_file,
+        "--expect-length",
+        "64",
+        "-n",
+        "20",
+        "--warmup",
+        "0",
+        "--json",
+        "-",
+        &server.url("/digest"),
+    ]);
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["method"], "POST");
+    assert_eq!(json["request_body_bytes"], BODY.len());
+    assert_eq!(json["requests"], 20);
+    assert_eq!(server.requests(), 21);
+    let methods = server.seen.methods.lock().expect("methods");
+    assert!(methods.iter().all(|m| m == "POST"), "{methods:?}");
+    assert_eq!(
+        servery_load(&["--body-file", "/nonexistent/body", &server.url("/")])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
 fn usage_errors_exit_2() {
     assert_eq!(servery_load(&[]).status.code(), Some(2));
     assert_eq!(

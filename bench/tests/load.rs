@@ -12,6 +12,7 @@ use servery_bench::plan::{parse_sha256, Plan};
 use servery_bench::report::Report;
 use servery_bench::validate;
 use servery_bench::{ErrorClass, Mode};
+use sha2::{Digest, Sha256};
 
 fn body() -> Vec<u8> {
     (0..1000u32).map(|i| (i % 251) as u8).collect()
@@ -308,6 +309,34 @@ fn pinned_worker_runs() {
     plan.cpus = Some("0".parse().expect("cpus"));
     plan.requests = budget(20);
     assert_eq!(run(&plan).requests, 20);
+}
+
+#[test]
+fn request_bodies_are_sent_with_every_request() {
+    let server = TestServer::start(Behavior::Digest);
+    let upload: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 256) as u8).collect();
+    let digest = servery_bench::plan::hex(&Sha256::digest(&upload));
+    let mut plan = plan(&[server.url("/digest")]);
+    plan.method = "POST".to_string();
+    plan.body = Some(upload);
+    plan.pipeline = n(3);
+    plan.requests = budget(300);
+    plan.expect.length = Some(64);
+    plan.expect.sha256 = Some(Sha256::digest(digest.as_bytes()).into());
+    let checked = validate::check(&plan).expect("the digest of the body we sent");
+    assert_eq!(checked[0].length, 64);
+    let report = run(&plan);
+    assert_eq!(
+        (report.requests, report.errors.total),
+        (300, 0),
+        "{report:#?}"
+    );
+    assert_eq!(report.request_body_bytes, Some(4096));
+    // Validation's request plus the run's, each with the whole body.
+    assert_eq!(server.requests(), 301);
+    assert_eq!(server.seen.body_bytes.load(Ordering::SeqCst), 301 * 4096);
+    let methods = server.seen.methods.lock().expect("methods");
+    assert!(methods.iter().all(|m| m == "POST"), "{methods:?}");
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! 3. `load::run` measures; the summary goes to stdout (stderr when JSON goes to stdout), the
 //!    JSON to `--json FILE`.
 
+mod matrix;
 mod parse;
 
 use std::fs;
@@ -26,10 +27,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
-use crate::matrix::scenario::Scenario;
-use crate::matrix::server::Server;
+pub use matrix::MatrixArgs;
+
 use crate::plan::{self, CpuSet, Mode, Plan};
-use crate::{load, matrix, validate};
+use crate::{load, validate};
 
 /// An HTTP/1.1 load generator: closed or open loop, pipelining, connection churn, response
 /// validation, HdrHistogram latencies and JSON output.
@@ -52,8 +53,9 @@ pub enum Command {
     /// Request each URL once, check it like a load run would, print status, length and
     /// SHA-256, and exit (1 if a check failed). No load.
     Validate(RequestArgs),
-    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o) ×
-    /// workers × trials, on disjoint server and client CPUs. Writes bench/results/matrix-*.json
+    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o, and
+    /// axum on tokio for the app scenarios) × workers × trials, on disjoint server and client
+    /// CPUs. Writes bench/results/matrix-*.json
     /// (identity and every raw trial), a markdown table file and two SVG charts, prints the
     /// tables, and shows progress on stderr.
     Matrix(MatrixArgs),
@@ -84,58 +86,6 @@ pub struct ProbeArgs {
     pub cpu: Option<usize>,
 }
 
-/// `servery-load matrix` options; the defaults are the seed's (7 trials × 10 s after 3 s).
-#[derive(Debug, Args)]
-pub struct MatrixArgs {
-    /// 3 trials × 3 s after a 1 s warm-up (explicit --trials/--duration/--warmup still win).
-    #[arg(long)]
-    pub quick: bool,
-    /// Trials per point [default: 7; --quick: 3].
-    #[arg(long, value_name = "N")]
-    pub trials: Option<NonZeroUsize>,
-    /// Timed window per trial [default: 10s; --quick: 3s].
-    #[arg(short, long, value_parser = parse::duration, value_name = "DURATION")]
-    pub duration: Option<Duration>,
-    /// Warm-up before each window [default: 3s; --quick: 1s].
-    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
-    pub warmup: Option<Duration>,
-    /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
-    /// static-churn-1k, static-range-64k, static-not-modified, app-1k].
-    #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
-    pub scenarios: Vec<Scenario>,
-    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o].
-    #[arg(long, value_delimiter = ',', value_parser = parse::server, value_name = "LIST")]
-    pub servers: Vec<Server>,
-    /// Worker counts, comma-separated; counts the server side has no cores for are skipped
-    /// (and reported) [default: 1,2,4].
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub workers: Vec<NonZeroUsize>,
-    /// CPUs for the servers (one worker per physical core) [default: the first half of the
-    /// physical cores, or every core --client-cpus leaves].
-    #[arg(long, value_name = "LIST")]
-    pub server_cpus: Option<CpuSet>,
-    /// CPUs for the load generator, one thread each; must not overlap --server-cpus
-    /// [default: the physical cores the servers do not get].
-    #[arg(long, value_name = "LIST")]
-    pub client_cpus: Option<CpuSet>,
-    /// servery binary to measure [default: build it with cargo in --repo].
-    #[arg(long, value_name = "PATH")]
-    pub servery_bin: Option<PathBuf>,
-    /// examples/hello binary for app-1k [default: build it with cargo in --repo].
-    #[arg(long, value_name = "PATH")]
-    pub hello_bin: Option<PathBuf>,
-    /// The servery checkout (cargo builds there; scripts/lib has the peer configs)
-    /// [default: the checkout this binary was built from, else the current directory].
-    #[arg(long, value_name = "DIR")]
-    pub repo: Option<PathBuf>,
-    /// Where the result files go [default: REPO/bench/results].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Do not print the tables on stdout (the files are written all the same).
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
 /// What to request and what a good answer is; shared by the load run and `validate`.
 #[derive(Debug, Args)]
 pub struct RequestArgs {
@@ -145,6 +95,13 @@ pub struct RequestArgs {
     /// Extra request header, e.g. -H 'Accept-Encoding: gzip' (repeatable).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// Request method [default: GET, or POST with --body-file].
+    #[arg(short = 'X', long, value_name = "METHOD")]
+    pub method: Option<String>,
+    /// Send this file as the body of every request, with its Content-Length (read once, up
+    /// front; the request is serialized with it like the head).
+    #[arg(long, value_parser = parse::body_file, value_name = "FILE")]
+    pub body_file: Option<BodyFile>,
     /// Per-request timeout (10s, 500ms, ...) [default: 2s].
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
@@ -202,10 +159,26 @@ pub struct LoadArgs {
     pub quiet: bool,
 }
 
+/// The bytes of a `--body-file`, read when the command line is parsed.
+#[derive(Clone)]
+pub struct BodyFile(pub Vec<u8>);
+
+impl std::fmt::Debug for BodyFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BodyFile({} bytes)", self.0.len())
+    }
+}
+
 impl RequestArgs {
     /// A plan for these URLs with this request shape and every other field defaulted.
     pub fn plan(&self) -> Result<Plan, plan::Error> {
         let mut plan = Plan::new(&self.urls)?;
+        plan.body = self.body_file.as_ref().map(|b| b.0.clone());
+        plan.method = match (&self.method, &plan.body) {
+            (Some(method), _) => method.clone(),
+            (None, Some(_)) => "POST".to_string(),
+            (None, None) => plan::DEFAULT_METHOD.to_string(),
+        };
         plan.headers = self
             .headers
             .iter()
@@ -275,7 +248,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Some(Command::Matrix(args)) => run_matrix(&args),
+        Some(Command::Matrix(args)) => matrix::run(&args),
         Some(Command::Probe(args)) => {
             crate::probe::run(&crate::probe::Options {
                 bind: args.bind,
@@ -288,85 +261,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         None => run_load(&cli.load),
     }
-}
-
-impl MatrixArgs {
-    /// The matrix these flags describe, defaults filled in.
-    pub fn options(&self) -> matrix::Options {
-        let repo = self.repo.clone().unwrap_or_else(default_repo);
-        let pick = |given: Option<Duration>, quick: Duration, normal: Duration| {
-            given.unwrap_or(if self.quick { quick } else { normal })
-        };
-        matrix::Options {
-            scenarios: if self.scenarios.is_empty() {
-                Scenario::ALL.to_vec()
-            } else {
-                self.scenarios.clone()
-            },
-            servers: if self.servers.is_empty() {
-                Server::ALL.to_vec()
-            } else {
-                self.servers.clone()
-            },
-            workers: if self.workers.is_empty() {
-                matrix::DEFAULT_WORKERS.to_vec()
-            } else {
-                self.workers.iter().map(|w| w.get()).collect()
-            },
-            trials: self.trials.map_or(
-                if self.quick {
-                    matrix::QUICK_TRIALS
-                } else {
-                    matrix::DEFAULT_TRIALS
-                },
-                NonZeroUsize::get,
-            ),
-            duration: pick(
-                self.duration,
-                matrix::QUICK_DURATION,
-                matrix::DEFAULT_DURATION,
-            ),
-            warmup: pick(self.warmup, matrix::QUICK_WARMUP, matrix::DEFAULT_WARMUP),
-            quick: self.quick,
-            server_cpus: self.server_cpus.clone(),
-            client_cpus: self.client_cpus.clone(),
-            servery_bin: self.servery_bin.clone(),
-            hello_bin: self.hello_bin.clone(),
-            out_dir: self
-                .out
-                .clone()
-                .unwrap_or_else(|| repo.join("bench/results")),
-            repo,
-            command: std::env::args().collect(),
-        }
-    }
-}
-
-/// The checkout this binary was built from (bench/..), if it is still there, else `.`.
-fn default_repo() -> PathBuf {
-    let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    if built.join("scripts/lib").is_dir() {
-        std::fs::canonicalize(&built).unwrap_or(built)
-    } else {
-        PathBuf::from(".")
-    }
-}
-
-fn run_matrix(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
-    let options = args.options();
-    if options.duration.is_zero() {
-        anyhow::bail!("--duration must be greater than zero");
-    }
-    let outcome = matrix::run(&options).context("the matrix could not run")?;
-    if !args.quiet {
-        print!("{}", outcome.markdown);
-    }
-    eprintln!("results: {}", outcome.json.display());
-    eprintln!("tables:  {}", outcome.markdown_path.display());
-    for chart in &outcome.charts {
-        eprintln!("chart:   {}", chart.display());
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn run_load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
@@ -479,6 +373,35 @@ mod tests {
     }
 
     #[test]
+    fn a_body_file_is_posted_unless_a_method_is_given() {
+        let path = std::env::temp_dir().join(format!("servery-load-body-{}", std::process::id()));
+        fs::write(&path, [1u8, 2, 3]).expect("write");
+        let file = path.display().to_string();
+        let cli = parse(&["--body-file", &file, "http://127.0.0.1:9/digest"]).expect("parse");
+        let plan = cli.load.plan().expect("plan");
+        assert_eq!(
+            (plan.method.as_str(), plan.body.as_deref()),
+            ("POST", Some(&[1u8, 2, 3][..]))
+        );
+        let cli =
+            parse(&["-X", "PUT", "--body-file", &file, "http://127.0.0.1:9/"]).expect("parse");
+        assert_eq!(cli.load.plan().expect("plan").method, "PUT");
+        let cli = parse(&["-X", "DELETE", "http://127.0.0.1:9/"]).expect("parse");
+        let plan = cli.load.plan().expect("plan");
+        assert_eq!(
+            (plan.method.as_str(), plan.body.is_none()),
+            ("DELETE", true)
+        );
+        assert!(parse(&["-X", "GE T", "http://127.0.0.1:9/"])
+            .expect("parse")
+            .load
+            .plan()
+            .is_err());
+        let _ = fs::remove_file(&path);
+        assert!(parse(&["--body-file", &file, "http://127.0.0.1:9/"]).is_err());
+    }
+
+    #[test]
     fn rate_selects_open_loop() {
         let cli = parse(&["-R", "1000", "http://127.0.0.1:9/"]).expect("parse");
         assert_eq!(
@@ -497,49 +420,6 @@ mod tests {
             }
             _ => panic!("validate not recognised"),
         }
-    }
-
-    #[test]
-    fn matrix_defaults_are_the_seed_and_quick_shortens_them() {
-        let options = |args: &[&str]| match parse(args).expect("parse").command {
-            Some(Command::Matrix(m)) => m.options(),
-            _ => panic!("matrix not recognised"),
-        };
-        let full = options(&["matrix"]);
-        assert_eq!(full.trials, 7);
-        assert_eq!(full.duration, Duration::from_secs(10));
-        assert_eq!(full.warmup, Duration::from_secs(3));
-        assert_eq!(full.workers, [1, 2, 4]);
-        assert_eq!(full.scenarios.len(), 7);
-        assert_eq!(full.servers.len(), 4);
-        let quick = options(&["matrix", "--quick"]);
-        assert_eq!(
-            (quick.trials, quick.duration, quick.warmup),
-            (3, Duration::from_secs(3), Duration::from_secs(1))
-        );
-        let custom = options(&[
-            "matrix",
-            "--quick",
-            "--trials",
-            "5",
-            "--scenarios",
-            "static-1k,app-1k",
-            "--servers",
-            "nginx",
-            "--workers",
-            "1,2",
-            "--server-cpus",
-            "0",
-            "--client-cpus",
-            "1",
-        ]);
-        assert_eq!(custom.trials, 5);
-        assert_eq!(custom.scenarios, [Scenario::Static1k, Scenario::App1k]);
-        assert_eq!(custom.servers, [Server::Nginx]);
-        assert_eq!(custom.workers, [1, 2]);
-        assert_eq!(custom.client_cpus.map(|c| c.to_string()), Some("1".into()));
-        assert!(parse(&["matrix", "--scenarios", "static-2k"]).is_err());
-        assert!(parse(&["matrix", "--servers", "apache"]).is_err());
     }
 
     #[test]

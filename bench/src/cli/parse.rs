@@ -30,6 +30,13 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// `--body-file`: the file's bytes, read now so a missing file is a usage error.
+pub(crate) fn body_file(text: &str) -> Result<super::BodyFile, String> {
+    std::fs::read(text)
+        .map(super::BodyFile)
+        .map_err(|e| format!("cannot read {text:?}: {e}"))
+}
+
 /// A matrix scenario by name.
 pub(crate) fn scenario(text: &str) -> Result<Scenario, String> {
     Scenario::parse(text.trim()).ok_or_else(|| {

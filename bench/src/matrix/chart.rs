@@ -30,6 +30,7 @@ fn color(server: Server) -> RGBColor {
         Server::ServeryProcess => RGBColor(0x17, 0xbe, 0xcf),
         Server::Nginx => RGBColor(0x2c, 0xa0, 0x2c),
         Server::H2o => RGBColor(0xd6, 0x27, 0x28),
+        Server::AxumTokio => RGBColor(0xff, 0x7f, 0x0e),
     }
 }
 

@@ -24,8 +24,12 @@ pub struct Identity {
     pub git_commit: Option<String>,
     /// Tracked files differ from the commit (`git status --porcelain --untracked-files=no`).
     pub git_dirty: Option<bool>,
+    /// SHA-256 of each program of this checkout the run used (`None`: not used).
     pub servery_sha256: Option<String>,
     pub hello_sha256: Option<String>,
+    pub axum_sha256: Option<String>,
+    pub upload_sha256: Option<String>,
+    pub axum_tokio_sha256: Option<String>,
     /// `nginx -v`, `h2o --version` (first line), `wrk --version` (first line).
     pub nginx_version: Option<String>,
     pub h2o_version: Option<String>,

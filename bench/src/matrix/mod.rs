@@ -10,22 +10,27 @@
 //! Flow:
 //! 1. Split the CPUs into a server side and a client side ([`cores`]); drop worker counts the
 //!    server side has no physical cores for, saying so.
-//! 2. Build servery and `examples/hello` (or take `--servery-bin`/`--hello-bin`); find the
-//!    peers; record the [`identity`]. Pin this thread to a client CPU.
+//! 2. Line up each scenario's servers ([`lineup`]: the selected ones that can serve it); build
+//!    the programs they run or take them from `--servery-bin`, `--hello-bin`, `--axum-bin`,
+//!    `--upload-bin`, `--axum-tokio-bin` ([`programs`]); find the peers; leave out, with a
+//!    note, servers whose program or peer is missing; record the [`identity`]. Pin this
+//!    thread to a client CPU.
 //! 3. Write the docroot ([`scenario`]) into a temp directory.
-//! 4. For each scenario, worker count and trial, for each server in the trial's rotated order
-//!    (`trial`): start it on a fresh port under `taskset`, wait for its first valid answer,
-//!    validate the scenario's request, run warm-up and window while sampling its memory,
-//!    read its CPU time at the window's edges, stop it.
+//! 4. For each scenario, worker count and trial, for each server of the lineup that runs that
+//!    many workers, in the trial's rotated order (`trial`): start it on a fresh port under
+//!    `taskset`, wait for its first valid answer, validate the scenario's request, run warm-up
+//!    and window while sampling its memory, read its CPU time at the window's edges, stop it.
 //! 5. Summarize each point ([`point`]), compute scaling, render the tables ([`render`]) and
 //!    charts ([`chart`]), write the files.
 
 pub mod chart;
 pub mod cores;
 pub mod identity;
+pub mod lineup;
 pub mod point;
 pub mod probe;
 pub mod procfs;
+pub mod programs;
 pub mod progress;
 pub mod render;
 pub mod scenario;
@@ -38,7 +43,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -46,10 +51,12 @@ use serde::Serialize;
 use crate::plan::CpuSet;
 use cores::{Assignment, Topology};
 use identity::Identity;
+use lineup::Lineup;
 use point::Point;
+use programs::{Program, Programs};
 use progress::Progress;
 use scenario::Scenario;
-use server::{Programs, Server};
+use server::Server;
 
 /// The seed's trial count: seven gives a median and MAD that one bad trial cannot move much.
 pub const DEFAULT_TRIALS: usize = 7;
@@ -81,9 +88,13 @@ pub struct Options {
     pub quick: bool,
     pub server_cpus: Option<CpuSet>,
     pub client_cpus: Option<CpuSet>,
-    /// Prebuilt binaries; when absent the matrix runs `cargo build --release`.
+    /// Prebuilt binaries; when absent the matrix runs `cargo build --release` for those its
+    /// lineup needs.
     pub servery_bin: Option<PathBuf>,
     pub hello_bin: Option<PathBuf>,
+    pub axum_bin: Option<PathBuf>,
+    pub upload_bin: Option<PathBuf>,
+    pub axum_tokio_bin: Option<PathBuf>,
     /// The servery checkout: where cargo builds, `scripts/lib` lives and git is asked.
     pub repo: PathBuf,
     /// Where the artifact files go.
@@ -101,10 +112,10 @@ pub enum Error {
     NoWorkers { wanted: Vec<usize>, cores: usize },
     #[error("no server left to measure: {reasons}")]
     NoServers { reasons: String },
-    #[error("cannot run cargo in {repo:?}: {source} (or pass --servery-bin and --hello-bin)")]
+    #[error("cannot run cargo in {repo:?}: {source} (or pass --servery-bin, --hello-bin, --axum-bin, --upload-bin and --axum-tokio-bin)")]
     Cargo { repo: PathBuf, source: io::Error },
-    #[error("`cargo build --release --bin servery --example hello` failed ({status})")]
-    Build { status: ExitStatus },
+    #[error("`{command}` failed ({status})")]
+    Build { command: String, status: ExitStatus },
     #[error("{path:?} is not an executable file ({flag})")]
     Binary { path: PathBuf, flag: &'static str },
     #[error("cannot pin the matrix to client CPU {cpu}")]
@@ -133,6 +144,8 @@ struct Settings {
     warmup_s: f64,
     scenarios: Vec<Scenario>,
     servers: Vec<Server>,
+    /// The servers measured in each scenario run.
+    lineups: Vec<Lineup>,
     workers: Vec<usize>,
     workers_skipped: Vec<usize>,
     static_connections: usize,
@@ -187,8 +200,10 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         ));
     }
 
-    // 2. Programs and identity.
-    let programs = programs(options)?;
+    // 2. Lineups, programs and identity.
+    let (lineups, lineup_notes) = lineup::wanted(&options.scenarios, &options.servers);
+    notes.extend(lineup_notes);
+    let (programs, unavailable) = programs::resolve(options, &lineup::needed(&lineups))?;
     let mut servers = Vec::new();
     let mut missing = Vec::new();
     for &server in &options.servers {
@@ -198,42 +213,63 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
             _ => false,
         };
         if absent {
-            missing.push(server.name());
+            missing.push(server);
         } else {
             servers.push(server);
         }
     }
+    let names = |list: &[Server]| list.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
     if !missing.is_empty() {
         notes.push(format!(
             "Not installed, so not measured: {} (scripts/install-peers.sh installs them).",
-            missing.join(", ")
+            names(&missing)
         ));
     }
-    if servers.is_empty() {
+    let mut lineups = lineups;
+    for l in &mut lineups {
+        l.servers.retain(|s| !missing.contains(s));
+    }
+    let (lineups, cut_notes) = lineup::without(lineups, &unavailable);
+    notes.extend(cut_notes);
+    notes.extend(lineup::worker_notes(&lineups, &workers));
+    if lineups.is_empty() {
         return Err(Error::NoServers {
-            reasons: format!("{} not installed", missing.join(", ")),
+            reasons: format!(
+                "{} not installed; programs neither built nor given: {}",
+                if missing.is_empty() {
+                    "none".to_string()
+                } else {
+                    names(&missing)
+                },
+                unavailable
+                    .iter()
+                    .map(|p| format!("{} ({})", p.target(), p.flag()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         });
     }
-    if options.scenarios.contains(&Scenario::App1k) && servers.iter().any(|s| !s.is_servery()) {
-        notes.push(
-            "app-1k: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
-             nginx and h2o serve hello.txt, a static file with exactly that body, marked \
-             \"(static file)\"."
-                .to_string(),
-        );
-    }
+    notes.extend(lineup::app_notes(&lineups));
     let (started_utc, stamp) = identity::utc_now();
     let version = |p: &Option<PathBuf>, args: &[&str]| {
         p.as_deref().and_then(|p| identity::first_line(p, args))
     };
-    let wrk = which("wrk");
+    let wrk = programs::which("wrk");
+    let sha256 = |p: Program| {
+        programs
+            .get(p)
+            .and_then(|path| identity::sha256_file(path).ok())
+    };
     let identity = Identity {
         started_utc,
         command: identity::shell_quote(&options.command),
         git_commit: identity::git_commit(&options.repo),
         git_dirty: identity::git_dirty(&options.repo),
-        servery_sha256: identity::sha256_file(&programs.servery).ok(),
-        hello_sha256: identity::sha256_file(&programs.hello).ok(),
+        servery_sha256: sha256(Program::Servery),
+        hello_sha256: sha256(Program::Hello),
+        axum_sha256: sha256(Program::Axum),
+        upload_sha256: sha256(Program::Upload),
+        axum_tokio_sha256: sha256(Program::AxumTokio),
         nginx_version: version(&programs.nginx, &["-v"]),
         h2o_version: version(&programs.h2o, &["--version"]),
         wrk_version: version(&wrk, &["--version"]),
@@ -263,6 +299,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         warmup_s: options.warmup.as_secs_f64(),
         scenarios: options.scenarios.clone(),
         servers: servers.clone(),
+        lineups: lineups.clone(),
         workers: workers.clone(),
         workers_skipped,
         static_connections: scenario::STATIC_CONNECTIONS,
@@ -278,20 +315,29 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         duration: options.duration,
         warmup: options.warmup,
     };
-    let total = options.scenarios.len() * workers.len() * options.trials * servers.len();
+    let total: usize = lineups
+        .iter()
+        .map(|l| workers.iter().map(|&n| l.at(n).len()).sum::<usize>())
+        .sum::<usize>()
+        * options.trials;
     let guess = options.warmup + options.duration + Duration::from_millis(500);
     let mut progress = Progress::new(total, guess);
     let mut points: Vec<Point> = Vec::new();
     let mut configs = BTreeMap::new();
-    for &scenario in &options.scenarios {
+    for lineup in &lineups {
+        let scenario = lineup.scenario;
         for &n in &workers {
+            let here = lineup.at(n);
+            if here.is_empty() {
+                continue;
+            }
             let cpus =
                 CpuSet::from_ids(assignment.server[..n].to_vec()).ok_or(Error::NoWorkers {
                     wanted: vec![n],
                     cores: assignment.server_cores,
                 })?;
             for t in 1..=options.trials {
-                for (position, server) in rotated(&servers, t - 1).into_iter().enumerate() {
+                for (position, server) in rotated(&here, t - 1).into_iter().enumerate() {
                     progress.begin(&format!(
                         "{} · {} · {n} worker(s) · trial {t}/{}",
                         scenario.name(),
@@ -429,15 +475,29 @@ fn markdown(
         identity.physical_cores,
         opt(&identity.kernel)
     );
+    let hashes: Vec<String> = [
+        ("servery", &identity.servery_sha256),
+        ("hello", &identity.hello_sha256),
+        ("axum", &identity.axum_sha256),
+        ("upload", &identity.upload_sha256),
+        ("axum_tokio", &identity.axum_tokio_sha256),
+    ]
+    .iter()
+    .filter_map(|(name, hash)| Some(format!("{name} sha256 {}", hash.as_ref()?)))
+    .collect();
     let _ = writeln!(
         out,
-        "- Commit {}{}; servery sha256 {}",
+        "- Commit {}{}; {}",
         opt(&identity.git_commit),
         match identity.git_dirty {
             Some(true) => " (dirty)",
             _ => "",
         },
-        opt(&identity.servery_sha256)
+        if hashes.is_empty() {
+            "no binary of this checkout".to_string()
+        } else {
+            hashes.join(", ")
+        }
     );
     let _ = writeln!(
         out,
@@ -481,70 +541,6 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// servery, hello and the peers: given, built, or found on `PATH` (and `/usr/sbin`).
-fn programs(options: &Options) -> Result<Programs, Error> {
-    let (servery, hello) = match (&options.servery_bin, &options.hello_bin) {
-        (Some(s), Some(h)) => (s.clone(), h.clone()),
-        (given_servery, given_hello) => {
-            let status = Command::new("cargo")
-                .args([
-                    "build",
-                    "--release",
-                    "--bin",
-                    "servery",
-                    "--example",
-                    "hello",
-                ])
-                .current_dir(&options.repo)
-                .status()
-                .map_err(|source| Error::Cargo {
-                    repo: options.repo.clone(),
-                    source,
-                })?;
-            if !status.success() {
-                return Err(Error::Build { status });
-            }
-            let target = match std::env::var_os("CARGO_TARGET_DIR") {
-                Some(dir) => options.repo.join(dir),
-                None => options.repo.join("target"),
-            };
-            (
-                given_servery
-                    .clone()
-                    .unwrap_or_else(|| target.join("release/servery")),
-                given_hello
-                    .clone()
-                    .unwrap_or_else(|| target.join("release/examples/hello")),
-            )
-        }
-    };
-    for (path, flag) in [(&servery, "--servery-bin"), (&hello, "--hello-bin")] {
-        if !path.is_file() {
-            return Err(Error::Binary {
-                path: path.clone(),
-                flag,
-            });
-        }
-    }
-    let absolute = |p: PathBuf| fs::canonicalize(&p).unwrap_or(p);
-    Ok(Programs {
-        servery: absolute(servery),
-        hello: absolute(hello),
-        nginx: which("nginx"),
-        h2o: which("h2o"),
-        scripts_lib: absolute(options.repo.join("scripts/lib")),
-    })
-}
-
-/// `name` on `PATH`, or in `/usr/sbin` (where nginx lives and a non-root `PATH` may not look).
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// A private temp directory for the docroot, configs and logs, removed on drop.

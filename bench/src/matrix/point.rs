@@ -214,6 +214,8 @@ pub(crate) mod tests {
             schema: crate::report::SCHEMA,
             mode: "closed",
             urls: vec!["http://127.0.0.1:1/".into()],
+            method: "GET".into(),
+            request_body_bytes: None,
             connections: 256,
             threads: 1,
             pipeline: 1,

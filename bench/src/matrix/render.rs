@@ -1,6 +1,7 @@
 //! The markdown the matrix prints and stores: the seed's two tables ("Throughput and tail
-//! latency", "Startup, CPU and memory") and a peer table with ratios to nginx. Pure text from
-//! [`Point`]s; numbers are rounded for people here and nowhere else.
+//! latency", "Startup, CPU and memory") and a peer table with ratios to each scenario's
+//! baseline (nginx; axum-tokio for the axum Router's scenarios). Pure text from [`Point`]s;
+//! numbers are rounded for people here and nowhere else.
 
 use std::fmt::Write as _;
 
@@ -145,9 +146,10 @@ fn startup(out: &mut String, points: &[Point]) {
 }
 
 fn peers(out: &mut String, points: &[Point]) {
-    out.push_str("### Peers: median RPS and p99, ratio to nginx\n\n");
+    out.push_str("### Peers: median RPS, p99 and CPU per request, ratio to the baseline\n\n");
     let mut servers: Vec<Server> = Vec::new();
     let mut cells: Vec<(Scenario, usize)> = Vec::new();
+    let mut baselines: Vec<(Server, Vec<&str>)> = Vec::new();
     for p in points {
         if !servers.contains(&p.server) {
             servers.push(p.server);
@@ -155,7 +157,23 @@ fn peers(out: &mut String, points: &[Point]) {
         if !cells.contains(&(p.scenario, p.workers)) {
             cells.push((p.scenario, p.workers));
         }
+        let base = p.scenario.baseline();
+        match baselines.iter_mut().find(|(s, _)| *s == base) {
+            Some((_, names)) if names.contains(&p.scenario.name()) => {}
+            Some((_, names)) => names.push(p.scenario.name()),
+            None => baselines.push((base, vec![p.scenario.name()])),
+        }
     }
+    let against: Vec<String> = baselines
+        .iter()
+        .map(|(s, names)| format!("{} for {}", s.label(), names.join(", ")))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Each ratio is against the same workload and worker count on its baseline: {}. CPU: \
+         the server's µs of CPU per request.\n",
+        against.join("; ")
+    );
     out.push_str("| Workload | Workers |");
     for s in &servers {
         let _ = write!(out, " {} |", s.label());
@@ -169,7 +187,7 @@ fn peers(out: &mut String, points: &[Point]) {
                 .iter()
                 .find(|p| p.scenario == scenario && p.workers == workers && p.server == server)
         };
-        let nginx = find(Server::Nginx).map(|p| &p.summary);
+        let base = find(scenario.baseline()).map(|p| &p.summary);
         let _ = write!(out, "| {} | {} |", scenario.name(), workers);
         for &server in &servers {
             let Some(p) = find(server) else {
@@ -185,12 +203,19 @@ fn peers(out: &mut String, points: &[Point]) {
                 (Some(r), Some(p99)) => format!(
                     "{}{} · p99 {}{}",
                     rps(r),
-                    ratio(s.rps_median, nginx.and_then(|n| n.rps_median)),
+                    ratio(s.rps_median, base.and_then(|n| n.rps_median)),
                     micros(p99),
-                    ratio(s.p99_median_us, nginx.and_then(|n| n.p99_median_us)),
+                    ratio(s.p99_median_us, base.and_then(|n| n.p99_median_us)),
                 ),
                 _ => "—".to_string(),
             };
+            if let (Some(cpu), true) = (s.cpu_us_per_request, s.rps_median.is_some()) {
+                let _ = write!(
+                    cell,
+                    " · CPU {cpu:.1} µs{}",
+                    ratio(Some(cpu), base.and_then(|n| n.cpu_us_per_request))
+                );
+            }
             if s.invalid {
                 cell.push_str(" **invalid**");
             }
@@ -208,7 +233,7 @@ fn peers(out: &mut String, points: &[Point]) {
 
 /// "server / scenario", saying when a peer stands in a static file for the app.
 fn runtime(p: &Point) -> String {
-    if p.scenario.is_app() && !p.server.is_servery() {
+    if p.scenario.is_stand_in(p.server) {
         format!("{} / {} (static file)", p.server.label(), p.scenario.name())
     } else {
         format!("{} / {}", p.server.label(), p.scenario.name())
@@ -280,6 +305,44 @@ mod tests {
     }
 
     #[test]
+    fn router_scenarios_are_compared_with_axum_on_tokio() {
+        let points = vec![
+            point(
+                Scenario::Static1k,
+                Server::Nginx,
+                vec![trial(100.0, 1000, 0)],
+            ),
+            point(
+                Scenario::AppJson,
+                Server::ServeryThread,
+                vec![trial(150.0, 400, 0)],
+            ),
+            point(
+                Scenario::AppJson,
+                Server::AxumTokio,
+                vec![trial(100.0, 800, 0)],
+            ),
+            point(
+                Scenario::AppPost4k,
+                Server::AxumTokio,
+                vec![trial(50.0, 800, 0)],
+            ),
+        ];
+        let md = tables(&points);
+        assert!(md.contains("| Workload | Workers | nginx | servery (thread) | axum (tokio) |"));
+        assert!(md.contains(
+            "its baseline: nginx for static-1k; axum (tokio) for app-json, app-post-4k."
+        ));
+        assert!(md.contains(
+            "| app-json | 1 | — | 150 (1.50×) · p99 400 µs (0.50×) · CPU 6666.7 µs (0.67×) \
+             | 100 (1.00×) · p99 800 µs (1.00×) · CPU 10000.0 µs (1.00×) |"
+        ));
+        assert!(md.contains("| static-1k | 1 | 100 (1.00×) · p99 1.00 ms (1.00×) · CPU 10000.0 µs (1.00×) | — | — |"));
+        assert!(md.contains("| axum (tokio) / app-post-4k | 1 / 1 |"));
+        assert!(!md.contains("(static file)"));
+    }
+
+    #[test]
     fn tables_have_the_seed_columns_and_verdicts() {
         let mut points = vec![
             point(
@@ -307,8 +370,13 @@ mod tests {
         ));
         assert!(md.contains("| nginx / app-1k (static file) |"));
         assert!(md.contains("| 2 **invalid** |"));
-        assert!(md.contains("| static-1k | 1 | 120 (1.20×) · p99 500 µs (0.50×) | 100 (1.00×)"));
-        assert!(md.contains("| app-1k | 1 | — | 100 (1.00×) · p99 1.00 ms (1.00×) **invalid** |"));
+        assert!(md.contains(
+            "| static-1k | 1 | 120 (1.20×) · p99 500 µs (0.50×) · CPU 8333.3 µs (0.83×) | 100 (1.00×)"
+        ));
+        assert!(md.contains(
+            "| app-1k | 1 | — | 100 (1.00×) · p99 1.00 ms (1.00×) · CPU 10000.0 µs (1.00×) **invalid** |"
+        ));
+        assert!(md.contains("its baseline: nginx for static-1k, app-1k. CPU:"));
         assert!(!md.contains("Failed trials"));
         let failed = Trial {
             trial: 2,

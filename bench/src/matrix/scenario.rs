@@ -1,10 +1,13 @@
-//! The workloads of the matrix: which file, which request headers, how many connections, what
-//! a correct answer is, and the docroot that holds their files.
+//! The workloads of the matrix: which request (method, path, headers, body), how many
+//! connections, what a correct answer is, which servers take part, which one the others are
+//! compared with, and the docroot that holds the static files.
 //!
-//! Every static scenario is served from the same docroot by every server. The app scenario is
-//! servery's `examples/hello` handler for servery; nginx and h2o serve `hello.txt`, a static
-//! file with the very same 1 KiB body, which is the closest like-for-like a static server has
-//! (the tables say so).
+//! Every static scenario is served from the same docroot by servery, nginx and h2o, compared
+//! with nginx. `app-1k` is servery's `examples/hello` handler for servery; nginx and h2o serve
+//! `hello.txt`, a static file with the very same 1 KiB body, which is the closest like-for-like
+//! a static server has (the tables say so). `app-json` and `app-post-4k` have no static
+//! stand-in: they compare servery's app API with the same axum Router on tokio (`axum-tokio`,
+//! `examples/axum_tokio.rs`), which is the baseline there; nginx and h2o take no part.
 
 use std::fs;
 use std::io;
@@ -13,6 +16,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use super::probe;
+use super::server::Server;
+use crate::plan::hex;
 
 /// Connections for the static scenarios: the seed's c256, enough to keep several workers busy.
 pub const STATIC_CONNECTIONS: usize = 256;
@@ -41,6 +48,25 @@ pub fn hello_body() -> Vec<u8> {
         .collect()
 }
 
+/// What `GET /json` of `examples/axum/routes.rs` answers, byte for byte (that file's tests pin
+/// the same bytes, and a test here reads them there).
+pub const JSON_BODY: &[u8] =
+    br#"{"message":"Hello, World!","server":"servery","app":"axum","n":1}"#;
+
+/// Size of the body `app-post-4k` sends.
+pub const POST_BYTES: usize = 4 << 10;
+
+/// The body `app-post-4k` POSTs: [`POST_BYTES`] pseudo-random bytes, the same on every run.
+pub fn post_body() -> Vec<u8> {
+    contents("post-4k", POST_BYTES)
+}
+
+/// What `/digest` answers for [`post_body`]: its SHA-256 as 64 lowercase hex digits, no
+/// newline (examples/axum/routes.rs and examples/upload.rs answer the same).
+pub fn post_digest() -> Vec<u8> {
+    hex(&Sha256::digest(post_body())).into_bytes()
+}
+
 /// One workload; serialized as its [`Scenario::name`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
@@ -58,6 +84,10 @@ pub enum Scenario {
     StaticNotModified,
     /// GET a 1 KiB response from an application handler (servery: examples/hello).
     App1k,
+    /// GET a small JSON object from an axum Router (servery: examples/axum; axum-tokio).
+    AppJson,
+    /// POST a 4 KiB body, answered with its SHA-256 (servery: examples/upload; axum-tokio).
+    AppPost4k,
 }
 
 /// The `Range` of [`Scenario::StaticRange64k`]: 64 KiB starting at 1 MiB, so the server must
@@ -76,8 +106,11 @@ const FILES: [(&str, usize); 3] = [
 /// What a scenario asks for and expects, in load-plan terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
+    pub method: &'static str,
     pub path: &'static str,
     pub headers: Vec<(String, String)>,
+    /// Sent with every request, with its `Content-Length`.
+    pub body: Option<Vec<u8>>,
     pub churn: bool,
     pub connections: usize,
     pub timeout: Duration,
@@ -87,7 +120,7 @@ pub struct Request {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Static1k,
         Scenario::Static64k,
         Scenario::Static8m,
@@ -95,6 +128,8 @@ impl Scenario {
         Scenario::StaticRange64k,
         Scenario::StaticNotModified,
         Scenario::App1k,
+        Scenario::AppJson,
+        Scenario::AppPost4k,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +141,8 @@ impl Scenario {
             Scenario::StaticRange64k => "static-range-64k",
             Scenario::StaticNotModified => "static-not-modified",
             Scenario::App1k => "app-1k",
+            Scenario::AppJson => "app-json",
+            Scenario::AppPost4k => "app-post-4k",
         }
     }
 
@@ -113,17 +150,62 @@ impl Scenario {
         Scenario::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// Served by an application handler (servery) or its static stand-in (peers).
+    /// Served by an application (servery's examples, axum-tokio) or a peer's static stand-in.
     pub fn is_app(self) -> bool {
-        self == Scenario::App1k
+        matches!(
+            self,
+            Scenario::App1k | Scenario::AppJson | Scenario::AppPost4k
+        )
     }
 
-    /// The request path a server is probed on while starting: a small file every server has.
-    pub fn probe_path(self) -> &'static str {
-        if self.is_app() {
-            "/hello.txt"
-        } else {
-            "/1k.bin"
+    /// The servers that can serve this workload, in table order. Static: servery and the
+    /// static peers. `app-1k`: the same, the peers serving a file with the handler's body.
+    /// `app-json`, `app-post-4k`: servery's app API and the same Router on tokio.
+    pub fn servers(self) -> &'static [Server] {
+        const STATIC: &[Server] = &[
+            Server::ServeryThread,
+            Server::ServeryProcess,
+            Server::Nginx,
+            Server::H2o,
+        ];
+        const ROUTER: &[Server] = &[
+            Server::ServeryThread,
+            Server::ServeryProcess,
+            Server::AxumTokio,
+        ];
+        match self {
+            Scenario::AppJson | Scenario::AppPost4k => ROUTER,
+            _ => STATIC,
+        }
+    }
+
+    /// Whom the peer table's ratios are against: nginx, or axum-tokio where nginx takes no
+    /// part (issue 11 measures servery's apps against the same Router on `axum::serve`).
+    pub fn baseline(self) -> Server {
+        match self {
+            Scenario::AppJson | Scenario::AppPost4k => Server::AxumTokio,
+            _ => Server::Nginx,
+        }
+    }
+
+    /// `server` serves a static file in place of this scenario's app (the tables say so).
+    pub fn is_stand_in(self, server: Server) -> bool {
+        self == Scenario::App1k && !server.is_servery()
+    }
+
+    /// What a server is probed with while starting, expecting 200: a small file every static
+    /// server has, or a request the scenario's app answers (for `app-post-4k`, the scenario's
+    /// own POST: the upload app may answer nothing else).
+    pub fn probe(self) -> probe::Request {
+        match self {
+            Scenario::App1k => probe::Request::get("/hello.txt"),
+            Scenario::AppJson => probe::Request::get("/json"),
+            Scenario::AppPost4k => probe::Request {
+                method: "POST",
+                path: "/digest",
+                body: Some(post_body()),
+            },
+            _ => probe::Request::get("/1k.bin"),
         }
     }
 
@@ -141,8 +223,10 @@ impl Scenario {
         let whole = |path: &'static str, name: &str, churn: bool| {
             let bytes = file(name);
             Request {
+                method: "GET",
                 path,
                 headers: Vec::new(),
+                body: None,
                 churn,
                 connections: STATIC_CONNECTIONS,
                 timeout: TIMEOUT,
@@ -164,8 +248,10 @@ impl Scenario {
                 let bytes = file("8m.bin");
                 let (lo, hi) = (RANGE_START as usize, (RANGE_START + RANGE_LEN) as usize);
                 Request {
+                    method: "GET",
                     path: "/8m.bin",
                     headers: vec![("Range".to_string(), format!("bytes={lo}-{}", hi - 1))],
+                    body: None,
                     churn: false,
                     connections: STATIC_CONNECTIONS,
                     timeout: TIMEOUT,
@@ -175,10 +261,12 @@ impl Scenario {
                 }
             }
             Scenario::StaticNotModified => Request {
+                method: "GET",
                 path: "/1k.bin",
                 headers: etag
                     .map(|e| vec![("If-None-Match".to_string(), e.to_string())])
                     .unwrap_or_default(),
+                body: None,
                 churn: false,
                 connections: STATIC_CONNECTIONS,
                 timeout: TIMEOUT,
@@ -186,20 +274,26 @@ impl Scenario {
                 length: Some(0),
                 sha256: None,
             },
-            Scenario::App1k => {
-                let body = hello_body();
-                Request {
-                    path: "/hello.txt",
-                    headers: Vec::new(),
-                    churn: false,
-                    connections: APP_CONNECTIONS,
-                    timeout: TIMEOUT,
-                    status: 200,
-                    length: Some(body.len() as u64),
-                    sha256: Some(Sha256::digest(&body).into()),
-                }
-            }
+            Scenario::App1k => app("GET", "/hello.txt", None, &hello_body()),
+            Scenario::AppJson => app("GET", "/json", None, JSON_BODY),
+            Scenario::AppPost4k => app("POST", "/digest", Some(post_body()), &post_digest()),
         }
+    }
+}
+
+/// An app scenario's keep-alive request at [`APP_CONNECTIONS`], expecting 200 and `answer`.
+fn app(method: &'static str, path: &'static str, body: Option<Vec<u8>>, answer: &[u8]) -> Request {
+    Request {
+        method,
+        path,
+        headers: Vec::new(),
+        body,
+        churn: false,
+        connections: APP_CONNECTIONS,
+        timeout: TIMEOUT,
+        status: 200,
+        length: Some(answer.len() as u64),
+        sha256: Some(Sha256::digest(answer).into()),
     }
 }
 
@@ -249,6 +343,10 @@ mod tests {
             json.contains("\"static-1k\"") && json.contains("\"app-1k\""),
             "{json}"
         );
+        assert!(
+            json.ends_with(r#""app-1k","app-json","app-post-4k"]"#),
+            "{json}"
+        );
     }
 
     #[test]
@@ -275,6 +373,69 @@ mod tests {
             nm.headers,
             [("If-None-Match".to_string(), "\"abc\"".to_string())]
         );
+    }
+
+    #[test]
+    fn app_json_expects_the_routers_exact_bytes() {
+        let r = Scenario::AppJson.request(None);
+        assert_eq!((r.method, r.path, r.status), ("GET", "/json", 200));
+        assert_eq!((r.connections, r.body), (APP_CONNECTIONS, None));
+        assert_eq!(r.length, Some(65));
+        assert_eq!(r.sha256, Some(Sha256::digest(JSON_BODY).into()));
+        // One definition of the answer: the Router's own test pins the same bytes.
+        let routes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/axum/routes.rs");
+        let source = fs::read_to_string(&routes).expect("examples/axum/routes.rs");
+        let literal = format!("r#\"{}\"#", std::str::from_utf8(JSON_BODY).expect("utf-8"));
+        assert!(
+            source.contains(&literal),
+            "{routes:?} does not pin {literal}"
+        );
+        assert!(source.contains(".route(\"/json\", get(json))"));
+    }
+
+    #[test]
+    fn app_post_4k_posts_a_fixed_body_and_expects_its_hex_digest() {
+        let body = post_body();
+        assert_eq!(body.len(), 4096);
+        assert_eq!(body, post_body());
+        assert!(body.iter().collect::<std::collections::HashSet<_>>().len() > 200);
+        let r = Scenario::AppPost4k.request(None);
+        assert_eq!((r.method, r.path, r.status), ("POST", "/digest", 200));
+        assert_eq!(r.body.as_deref(), Some(&body[..]));
+        assert!(r.headers.is_empty() && !r.churn);
+        let digest = post_digest();
+        assert_eq!(digest.len(), 64);
+        assert!(digest
+            .iter()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_eq!(r.length, Some(64));
+        assert_eq!(r.sha256, Some(Sha256::digest(&digest).into()));
+        // The probe is the scenario's own POST, so a ready server has already digested it.
+        let probe = Scenario::AppPost4k.probe();
+        assert_eq!((probe.method, probe.path), ("POST", "/digest"));
+        assert_eq!(probe.body, Some(body));
+    }
+
+    #[test]
+    fn each_scenario_names_its_servers_and_baseline() {
+        for s in Scenario::ALL {
+            assert!(s.servers().contains(&s.baseline()), "{}", s.name());
+            assert!(s.servers().contains(&Server::ServeryThread));
+            assert!(s.servers().contains(&Server::ServeryProcess));
+        }
+        for s in [Scenario::AppJson, Scenario::AppPost4k] {
+            assert_eq!(s.baseline(), Server::AxumTokio);
+            assert!(!s.servers().contains(&Server::Nginx) && !s.servers().contains(&Server::H2o));
+            assert!(s.is_app() && !s.is_stand_in(Server::AxumTokio));
+        }
+        assert_eq!(Scenario::App1k.baseline(), Server::Nginx);
+        assert!(!Scenario::App1k.servers().contains(&Server::AxumTokio));
+        assert!(!Scenario::Static1k.servers().contains(&Server::AxumTokio));
+        assert!(Scenario::App1k.is_stand_in(Server::Nginx));
+        assert!(!Scenario::App1k.is_stand_in(Server::ServeryThread));
+        assert!(!Scenario::Static1k.is_stand_in(Server::Nginx));
+        assert_eq!(Scenario::Static8m.probe(), probe::Request::get("/1k.bin"));
+        assert_eq!(Scenario::AppJson.probe(), probe::Request::get("/json"));
     }
 
     #[test]

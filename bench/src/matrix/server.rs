@@ -2,8 +2,10 @@
 //! knows it is ready, and how it is stopped.
 //!
 //! Every server is started through `taskset -c SERVER_CPUS`, so nothing of it (servery's
-//! supervisor, nginx's master, h2o's threads) runs on the client's CPUs; servery and nginx
-//! additionally pin worker `i` to the `i`-th CPU. nginx's and h2o's configs come from
+//! supervisor, nginx's master, h2o's threads, axum-tokio's one thread) runs on the client's
+//! CPUs; servery and nginx additionally pin worker `i` to the `i`-th CPU. servery runs as
+//! itself for the static scenarios and as one of its examples for the app scenarios, all with
+//! servery's command line. nginx's and h2o's configs come from
 //! `scripts/lib/nginx.sh` and `scripts/lib/h2o.sh`, the same writers `scripts/bench-quick.sh`
 //! uses, so there is one definition of "the peer's benchmark config".
 
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::probe;
+use super::programs::{Program, Programs};
+use super::scenario::Scenario;
 use crate::plan::CpuSet;
 use crate::sys::process::{signal, Signal};
 
@@ -39,18 +43,9 @@ pub enum Server {
     Nginx,
     /// h2o: one process with one event-loop thread per requested core.
     H2o,
-}
-
-/// The programs the servers run as.
-#[derive(Clone, Debug, Serialize)]
-pub struct Programs {
-    pub servery: PathBuf,
-    /// servery's `examples/hello`, the app scenario's server.
-    pub hello: PathBuf,
-    pub nginx: Option<PathBuf>,
-    pub h2o: Option<PathBuf>,
-    /// `scripts/lib`, where the peers' config writers live.
-    pub scripts_lib: PathBuf,
+    /// The axum Router of `examples/axum/routes.rs` on `axum::serve` and a tokio
+    /// current-thread runtime (`examples/axum_tokio.rs`): one thread, so 1-worker points only.
+    AxumTokio,
 }
 
 /// A command line ready to spawn, and the config file it reads, if any.
@@ -66,6 +61,17 @@ pub struct Launch {
 pub enum Error {
     #[error("{server} is not installed (run scripts/install-peers.sh)")]
     Missing { server: &'static str },
+    #[error("{server} runs `{target}`, which was neither built nor given (pass {flag})")]
+    NotBuilt {
+        server: &'static str,
+        target: &'static str,
+        flag: &'static str,
+    },
+    #[error("{server} does not serve {scenario}")]
+    NotServed {
+        server: &'static str,
+        scenario: &'static str,
+    },
     #[error("cannot run bash to write the {server} config: {source}")]
     ConfigSpawn {
         server: &'static str,
@@ -108,11 +114,12 @@ pub struct Stopped {
 }
 
 impl Server {
-    pub const ALL: [Server; 4] = [
+    pub const ALL: [Server; 5] = [
         Server::ServeryThread,
         Server::ServeryProcess,
         Server::Nginx,
         Server::H2o,
+        Server::AxumTokio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -121,6 +128,7 @@ impl Server {
             Server::ServeryProcess => "servery-process",
             Server::Nginx => "nginx",
             Server::H2o => "h2o",
+            Server::AxumTokio => "axum-tokio",
         }
     }
 
@@ -131,6 +139,7 @@ impl Server {
             Server::ServeryProcess => "servery (process)",
             Server::Nginx => "nginx",
             Server::H2o => "h2o",
+            Server::AxumTokio => "axum (tokio)",
         }
     }
 
@@ -142,27 +151,74 @@ impl Server {
         matches!(self, Server::ServeryThread | Server::ServeryProcess)
     }
 
-    /// The command that starts this server on `port` with one worker per CPU of `cpus`,
-    /// serving `docroot` (or the hello app, for servery with `app`). Peer configs are written
-    /// under `prefix`.
+    /// The most workers it can run; `None` when it takes one per CPU it is given.
+    pub fn max_workers(self) -> Option<usize> {
+        match self {
+            Server::AxumTokio => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The program of this checkout it runs as for `scenario`; `None` for the installed peers
+    /// and for a scenario it does not serve.
+    pub fn program(self, scenario: Scenario) -> Option<Program> {
+        if !scenario.servers().contains(&self) {
+            return None;
+        }
+        match (self, scenario) {
+            (Server::ServeryThread | Server::ServeryProcess, Scenario::App1k) => {
+                Some(Program::Hello)
+            }
+            (Server::ServeryThread | Server::ServeryProcess, Scenario::AppJson) => {
+                Some(Program::Axum)
+            }
+            (Server::ServeryThread | Server::ServeryProcess, Scenario::AppPost4k) => {
+                Some(Program::Upload)
+            }
+            (Server::ServeryThread | Server::ServeryProcess, _) => Some(Program::Servery),
+            (Server::AxumTokio, _) => Some(Program::AxumTokio),
+            (Server::Nginx | Server::H2o, _) => None,
+        }
+    }
+
+    /// The command that starts this server for `scenario` on `port` with one worker per CPU of
+    /// `cpus`, serving `docroot` (servery's app examples take it too; axum-tokio has none).
+    /// Peer configs are written under `prefix`.
     pub fn launch(
         self,
         programs: &Programs,
-        app: bool,
+        scenario: Scenario,
         docroot: &Path,
         port: u16,
         cpus: &CpuSet,
         prefix: &Path,
     ) -> Result<Launch, Error> {
+        if !scenario.servers().contains(&self) {
+            return Err(Error::NotServed {
+                server: self.name(),
+                scenario: scenario.name(),
+            });
+        }
+        let built = |program: Program| {
+            programs
+                .get(program)
+                .map(Path::to_path_buf)
+                .ok_or(Error::NotBuilt {
+                    server: self.name(),
+                    target: program.target(),
+                    flag: program.flag(),
+                })
+        };
         let workers = cpus.ids().len();
         match self {
             Server::ServeryThread | Server::ServeryProcess => Ok(Launch {
-                program: if app {
-                    programs.hello.clone()
-                } else {
-                    programs.servery.clone()
-                },
+                program: built(self.program(scenario).unwrap_or(Program::Servery))?,
                 args: servery_args(docroot, port, cpus, self == Server::ServeryProcess),
+                config: None,
+            }),
+            Server::AxumTokio => Ok(Launch {
+                program: built(Program::AxumTokio)?,
+                args: vec!["--bind".into(), format!("127.0.0.1:{port}")],
                 config: None,
             }),
             Server::Nginx => {
@@ -224,7 +280,8 @@ impl Server {
     }
 }
 
-/// `servery serve` (or `hello serve`) arguments for one point.
+/// `servery serve` arguments for one point; servery's examples (hello, axum, upload) take the
+/// same, since they run through servery's own command line.
 pub fn servery_args(docroot: &Path, port: u16, cpus: &CpuSet, process: bool) -> Vec<String> {
     let mut args = vec![
         "serve".to_string(),
@@ -305,12 +362,12 @@ impl Running {
         })
     }
 
-    /// Polls `addr` until it accepts a connection (start) and answers `GET probe_path` with
-    /// `status` (ready).
+    /// Polls `addr` until it accepts a connection (start) and answers `probe` with `status`
+    /// (ready).
     pub fn wait_ready(
         &mut self,
         addr: SocketAddr,
-        probe_path: &str,
+        probe: &probe::Request,
         status: u16,
     ) -> Result<Ready, Error> {
         let since = |t: Instant| t.duration_since(self.spawned).as_secs_f64() * 1e3;
@@ -327,7 +384,7 @@ impl Running {
                 start_ms = Some(since(Instant::now()));
             }
             if let Some(start_ms) = start_ms {
-                match probe::get(addr, probe_path, &[], Duration::from_secs(2)) {
+                match probe::send(addr, probe, Duration::from_secs(2)) {
                     Ok(answer) if answer.status == status => {
                         return Ok(Ready {
                             start_ms,
@@ -390,8 +447,68 @@ mod tests {
         let json = serde_json::to_string(&Server::ALL).expect("json");
         assert_eq!(
             json,
-            r#"["servery-thread","servery-process","nginx","h2o"]"#
+            r#"["servery-thread","servery-process","nginx","h2o","axum-tokio"]"#
         );
+    }
+
+    #[test]
+    fn servery_runs_the_example_of_each_app_scenario() {
+        let runs = |server: Server, scenario| server.program(scenario);
+        for s in [Server::ServeryThread, Server::ServeryProcess] {
+            assert_eq!(runs(s, Scenario::Static1k), Some(Program::Servery));
+            assert_eq!(runs(s, Scenario::App1k), Some(Program::Hello));
+            assert_eq!(runs(s, Scenario::AppJson), Some(Program::Axum));
+            assert_eq!(runs(s, Scenario::AppPost4k), Some(Program::Upload));
+        }
+        assert_eq!(
+            runs(Server::AxumTokio, Scenario::AppJson),
+            Some(Program::AxumTokio)
+        );
+        assert_eq!(
+            runs(Server::AxumTokio, Scenario::AppPost4k),
+            Some(Program::AxumTokio)
+        );
+        assert_eq!(runs(Server::AxumTokio, Scenario::Static1k), None);
+        assert_eq!(runs(Server::Nginx, Scenario::Static1k), None);
+        assert_eq!(runs(Server::Nginx, Scenario::AppJson), None);
+        assert_eq!(Server::AxumTokio.max_workers(), Some(1));
+        assert_eq!(Server::ServeryThread.max_workers(), None);
+    }
+
+    #[test]
+    fn axum_tokio_binds_the_port_and_serves_only_the_router_scenarios() {
+        let programs = Programs {
+            axum_tokio: Some("/bin/axum_tokio".into()),
+            upload: Some("/bin/upload".into()),
+            ..Programs::default()
+        };
+        let cpus: CpuSet = "1".parse().expect("cpus");
+        let (root, prefix) = (Path::new("/srv"), Path::new("/tmp/x"));
+        let launch = |server: Server, scenario| {
+            server.launch(&programs, scenario, root, 8080, &cpus, prefix)
+        };
+        let tokio = launch(Server::AxumTokio, Scenario::AppPost4k).expect("launch");
+        assert_eq!(tokio.program, Path::new("/bin/axum_tokio"));
+        assert_eq!(tokio.args, ["--bind", "127.0.0.1:8080"]);
+        assert!(tokio.config.is_none());
+        let upload = launch(Server::ServeryThread, Scenario::AppPost4k).expect("launch");
+        assert_eq!(upload.program, Path::new("/bin/upload"));
+        assert_eq!(upload.args[..2], ["serve", "/srv"]);
+        assert!(matches!(
+            launch(Server::AxumTokio, Scenario::Static1k),
+            Err(Error::NotServed { .. })
+        ));
+        assert!(matches!(
+            launch(Server::Nginx, Scenario::AppJson),
+            Err(Error::NotServed { .. })
+        ));
+        assert!(matches!(
+            launch(Server::ServeryProcess, Scenario::AppJson),
+            Err(Error::NotBuilt {
+                flag: "--axum-bin",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -422,22 +539,37 @@ mod tests {
         let root = dir.join("root");
         fs::create_dir_all(&root).expect("mkdir");
         let programs = Programs {
-            servery: "servery".into(),
-            hello: "hello".into(),
+            servery: Some("servery".into()),
+            hello: Some("hello".into()),
             nginx: Some("nginx".into()),
             h2o: Some("h2o".into()),
             scripts_lib: lib,
+            ..Programs::default()
         };
         let cpus: CpuSet = "0,2".parse().expect("cpus");
         let nginx = Server::Nginx
-            .launch(&programs, false, &root, 8081, &cpus, &dir.join("nginx"))
+            .launch(
+                &programs,
+                Scenario::Static1k,
+                &root,
+                8081,
+                &cpus,
+                &dir.join("nginx"),
+            )
             .expect("nginx config");
         let conf = fs::read_to_string(nginx.config.expect("config")).expect("read");
         assert!(conf.contains("worker_processes 2;"), "{conf}");
         assert!(conf.contains("worker_cpu_affinity 0001 0100;"), "{conf}");
         assert!(conf.contains("access_log off;") && conf.contains("sendfile on;"));
         let h2o = Server::H2o
-            .launch(&programs, false, &root, 8082, &cpus, &dir.join("h2o"))
+            .launch(
+                &programs,
+                Scenario::Static1k,
+                &root,
+                8082,
+                &cpus,
+                &dir.join("h2o"),
+            )
             .expect("h2o config");
         let conf = fs::read_to_string(h2o.config.expect("config")).expect("read");
         assert!(conf.contains("num-threads: 2"), "{conf}");
@@ -447,7 +579,7 @@ mod tests {
             ..programs
         };
         assert!(matches!(
-            Server::H2o.launch(&no_h2o, false, &root, 1, &cpus, &dir.join("x")),
+            Server::H2o.launch(&no_h2o, Scenario::Static1k, &root, 1, &cpus, &dir.join("x")),
             Err(Error::Missing { server: "h2o" })
         ));
         let _ = fs::remove_dir_all(&dir);

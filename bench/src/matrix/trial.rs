@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use super::point::Trial;
 use super::probe;
 use super::procfs::{self, CpuTimes, Memory};
+use super::programs::Programs;
 use super::scenario::Scenario;
-use super::server::{Programs, Running, Server};
+use super::server::{Running, Server};
 use crate::plan::{CpuSet, Plan};
 use crate::sys::process::clock_ticks_per_sec;
 use crate::{load, validate};
@@ -81,14 +82,8 @@ impl Context<'_> {
         trial.port = port;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let prefix = self.work.join(format!("{}-{port}", server.name()));
-        let launch = match server.launch(
-            self.programs,
-            scenario.is_app(),
-            self.docroot,
-            port,
-            cpus,
-            &prefix,
-        ) {
+        let launch = match server.launch(self.programs, scenario, self.docroot, port, cpus, &prefix)
+        {
             Ok(launch) => launch,
             Err(e) => {
                 trial.failure = Some(e.to_string());
@@ -107,7 +102,7 @@ impl Context<'_> {
                 return (trial, config);
             }
         };
-        match running.wait_ready(addr, scenario.probe_path(), 200) {
+        match running.wait_ready(addr, &scenario.probe(), 200) {
             Ok(ready) => trial.ready = Some(ready),
             Err(e) => {
                 trial.failure = Some(e.to_string());
@@ -224,7 +219,9 @@ impl Context<'_> {
         plan.duration = self.duration;
         plan.warmup = self.warmup;
         plan.churn = request.churn;
+        plan.method = request.method.to_string();
         plan.headers = request.headers;
+        plan.body = request.body;
         plan.timeout = request.timeout;
         plan.expect.status = request.status;
         plan.expect.length = request.length;

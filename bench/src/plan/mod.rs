@@ -33,6 +33,8 @@ pub const DEFAULT_WARMUP: Duration = Duration::from_secs(1);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A static file server answering a GET for an existing file.
 pub const DEFAULT_EXPECT_STATUS: u16 = 200;
+/// What a load run asks for unless told otherwise: a static file server's request.
+pub const DEFAULT_METHOD: &str = "GET";
 
 /// A complete description of one load run.
 #[derive(Clone, Debug)]
@@ -54,8 +56,13 @@ pub struct Plan {
     pub pipeline: NonZeroUsize,
     /// A new connection per request, sending `Connection: close`.
     pub churn: bool,
+    /// The request method, a token (RFC 9110 §9.1); [`DEFAULT_METHOD`] unless set.
+    pub method: String,
     /// Extra request headers, in order.
     pub headers: Vec<(String, String)>,
+    /// Sent with every request, after the head, with its `Content-Length`; `None` sends no
+    /// body and no `Content-Length`. Serialized into the request once, like the head.
+    pub body: Option<Vec<u8>>,
     /// Longest a request may wait for its complete response before it counts as a timeout.
     pub timeout: Duration,
     /// Closed loop, or open loop at a fixed rate.
@@ -124,6 +131,10 @@ pub enum Error {
     Timeout,
     #[error("bad header {header:?}: expected 'Name: value' without CR or LF")]
     Header { header: String },
+    #[error("bad method {method:?}: expected a token such as GET or POST")]
+    Method { method: String },
+    #[error("-H {name} conflicts with the request body: the generator frames the body itself (Content-Length), so leave that header out")]
+    BodyFraming { name: String },
     #[error("bad CPU list {spec:?}: expected e.g. '1' or '2-3,8'")]
     Cpus { spec: String },
     #[error("bad SHA-256 {hex:?}: expected 64 hex digits")]
@@ -142,7 +153,9 @@ impl Plan {
             warmup: DEFAULT_WARMUP,
             pipeline: nonzero(1),
             churn: false,
+            method: DEFAULT_METHOD.to_string(),
             headers: Vec::new(),
+            body: None,
             timeout: DEFAULT_TIMEOUT,
             mode: Mode::Closed,
             requests: None,
@@ -180,6 +193,15 @@ impl Plan {
         }
         for (name, value) in &self.headers {
             check_header(name, value)?;
+            let framing = ["content-length", "transfer-encoding"];
+            if self.body.is_some() && framing.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+                return Err(Error::BodyFraming { name: name.clone() });
+            }
+        }
+        if !is_token(&self.method) {
+            return Err(Error::Method {
+                method: self.method.clone(),
+            });
         }
         Ok(())
     }
@@ -190,12 +212,14 @@ impl Plan {
             .paths
             .iter()
             .map(|path| {
-                crate::http::request::serialize(
+                let shape = crate::http::request::Shape {
+                    method: &self.method,
                     path,
-                    &self.target.authority,
-                    &self.headers,
-                    self.churn,
-                )
+                    headers: &self.headers,
+                    body: self.body.as_deref(),
+                    close: self.churn,
+                };
+                crate::http::request::serialize(&shape, &self.target.authority)
             })
             .collect()
     }
@@ -212,13 +236,14 @@ pub fn parse_header(header: &str) -> Result<(String, String), Error> {
     Ok((name.to_string(), value.to_string()))
 }
 
+/// RFC 9110 §5.6.2: `token = 1*tchar`; field names (§5.1) and methods (§9.1) are tokens.
+fn is_token(text: &str) -> bool {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !text.is_empty() && text.bytes().all(tchar)
+}
+
 fn check_header(name: &str, value: &str) -> Result<(), Error> {
-    // RFC 9110 §5.1: a field name is a token.
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if name.is_empty()
-        || !name.bytes().all(token)
-        || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
-    {
+    if !is_token(name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err(Error::Header {
             header: format!("{name}: {value}"),
         });
@@ -281,6 +306,40 @@ mod tests {
         plan.pipeline = NonZeroUsize::MIN;
         plan.mode = Mode::Open { rate: 0.0 };
         assert!(matches!(plan.check(), Err(Error::Rate { .. })));
+    }
+
+    #[test]
+    fn a_body_is_serialized_after_every_head_and_frames_itself() {
+        let mut plan = Plan::new(&["http://127.0.0.1:8080/digest"]).expect("plan");
+        plan.method = "POST".to_string();
+        plan.body = Some(vec![7u8; 4096]);
+        plan.check().expect("valid");
+        let requests = plan.requests();
+        assert_eq!(requests.len(), 1);
+        let request = &requests[0];
+        assert!(request.starts_with(b"POST /digest HTTP/1.1\r\n"));
+        assert!(request.ends_with(&[7u8; 4096]));
+        let head = String::from_utf8_lossy(&request[..request.len() - 4096]).to_string();
+        assert!(head.contains("Content-Length: 4096\r\n") && head.ends_with("\r\n\r\n"));
+        plan.headers = vec![("content-length".to_string(), "1".to_string())];
+        assert!(matches!(plan.check(), Err(Error::BodyFraming { .. })));
+        plan.headers = vec![("Transfer-Encoding".to_string(), "chunked".to_string())];
+        assert!(matches!(plan.check(), Err(Error::BodyFraming { .. })));
+        plan.body = None;
+        plan.check()
+            .expect("framing headers without a body are the caller's business");
+    }
+
+    #[test]
+    fn rejects_a_method_that_is_not_a_token() {
+        let mut plan = Plan::new(&["http://127.0.0.1:8080/"]).expect("plan");
+        assert_eq!(plan.method, "GET");
+        for bad in ["", "GE T", "POST\r\n", "A(B)"] {
+            plan.method = bad.to_string();
+            assert!(matches!(plan.check(), Err(Error::Method { .. })), "{bad:?}");
+        }
+        plan.method = "PROPFIND".to_string();
+        plan.check().expect("extension methods are tokens too");
     }
 
     #[test]

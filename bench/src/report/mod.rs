@@ -28,6 +28,10 @@ pub struct Report {
     /// `"closed"` or `"open"`.
     pub mode: &'static str,
     pub urls: Vec<String>,
+    /// The request method (`GET` unless `--method` or `--body-file` said otherwise).
+    pub method: String,
+    /// Bytes of the body sent with every request; `null` when none was sent.
+    pub request_body_bytes: Option<u64>,
     pub connections: usize,
     pub threads: usize,
     pub pipeline: usize,
@@ -161,6 +165,8 @@ impl Report {
             schema: SCHEMA,
             mode: plan.mode.name(),
             urls: plan.target.urls.clone(),
+            method: plan.method.clone(),
+            request_body_bytes: plan.body.as_ref().map(|b| b.len() as u64),
             connections: plan.connections.get(),
             threads: plan.threads.get(),
             pipeline: plan.pipeline.get(),
@@ -199,9 +205,14 @@ impl Report {
             Some(rate) => format!("open loop at {rate} req/s"),
             None => "closed loop".to_string(),
         };
+        let body = match self.request_body_bytes {
+            Some(n) => format!(", {} {n}-byte bodies", self.method),
+            None if self.method != crate::plan::DEFAULT_METHOD => format!(", {}", self.method),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{pacing}, {} thread(s), {} connection(s), pipeline {}{}, {:.2}s timed after {:.2}s warm-up",
+            "{pacing}, {} thread(s), {} connection(s), pipeline {}{}{body}, {:.2}s timed after {:.2}s warm-up",
             self.threads,
             self.connections,
             self.pipeline,
@@ -288,11 +299,35 @@ mod tests {
         assert_eq!(report.mode, "closed");
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
         assert_eq!(json["schema"], SCHEMA);
+        assert_eq!(
+            (
+                json["method"].as_str(),
+                json["request_body_bytes"].is_null()
+            ),
+            (Some("GET"), true)
+        );
         assert_eq!(json["latency_us"]["p999"], report.latency_us.p999);
         assert!(report.summary().contains("req/s"));
         assert_eq!(report.latency_cdf.len(), CDF_QUANTILES.len());
         assert_eq!(report.latency_cdf.last().map(|q| q.us), Some(1000));
         assert!(json.get("latency_cdf").is_none());
+    }
+
+    #[test]
+    fn a_request_body_is_reported_with_its_method_and_size() {
+        let mut plan = Plan::new(&["http://127.0.0.1:1/digest"]).expect("plan");
+        plan.method = "POST".to_string();
+        plan.body = Some(vec![0; 4096]);
+        let report = Report::new(&plan, &Tally::new(), Duration::from_secs(1));
+        assert_eq!(report.request_body_bytes, Some(4096));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).expect("json");
+        assert_eq!(json["method"], "POST");
+        assert_eq!(json["request_body_bytes"], 4096);
+        assert!(
+            report.summary().contains(", POST 4096-byte bodies,"),
+            "{}",
+            report.summary()
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A tiny HTTP/1.1 server for the load generator's tests: std sockets, one thread per
 //! connection, on 127.0.0.1 port 0, with scripted misbehaviours. It counts what it saw so
-//! tests can compare the client's report with the server's view.
+//! tests can compare the client's report with the server's view. A request body is read by
+//! its `Content-Length` before the request is answered.
 
 #![allow(dead_code)]
 
@@ -10,6 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use servery_bench::plan::hex;
+use sha2::{Digest, Sha256};
 
 /// How the server answers each request.
 #[derive(Clone, Debug)]
@@ -30,6 +34,8 @@ pub enum Behavior {
     NeverAnswer,
     /// Sleep this long before each answer (requests on one connection queue up).
     Sleep(Duration, Vec<u8>),
+    /// 200 with the request body's SHA-256 as 64 lowercase hex digits, keep-alive.
+    Digest,
 }
 
 /// What the server saw.
@@ -43,6 +49,10 @@ pub struct Seen {
     pub max_batch: AtomicU64,
     /// Request targets in arrival order.
     pub paths: Mutex<Vec<String>>,
+    /// Request methods in arrival order.
+    pub methods: Mutex<Vec<String>>,
+    /// Request body bytes received in all.
+    pub body_bytes: AtomicU64,
 }
 
 pub struct TestServer {
@@ -121,11 +131,27 @@ fn serve(mut stream: TcpStream, behavior: &Behavior, seen: &Seen) {
         let mut close = false;
         while let Some(end) = find(&buf, b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            buf.drain(..end + 4);
+            let length: usize = head
+                .split("\r\n")
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() < end + 4 + length {
+                break; // The body is still on its way.
+            }
+            let body: Vec<u8> = buf.drain(..end + 4 + length).skip(end + 4).collect();
+            seen.body_bytes
+                .fetch_add(body.len() as u64, Ordering::SeqCst);
             batch += 1;
             seen.requests.fetch_add(1, Ordering::SeqCst);
             if let Some(path) = head.split(' ').nth(1) {
                 seen.paths.lock().expect("paths").push(path.to_string());
+            }
+            if let Some(method) = head.split(' ').next() {
+                seen.methods
+                    .lock()
+                    .expect("methods")
+                    .push(method.to_uppercase());
             }
             if head.contains("\r\nconnection: close") {
                 seen.close_requested.fetch_add(1, Ordering::SeqCst);
@@ -161,6 +187,10 @@ fn serve(mut stream: TcpStream, behavior: &Behavior, seen: &Seen) {
                     close = true;
                 }
                 Behavior::NeverAnswer => {}
+                Behavior::Digest => {
+                    let digest = hex(&Sha256::digest(&body));
+                    respond(&mut out, 200, digest.as_bytes(), close);
+                }
                 Behavior::Sleep(pause, body) => {
                     std::thread::sleep(*pause);
                     respond(&mut out, 200, body, close);

@@ -1,0 +1,240 @@
+//! The `servery-load matrix` flags and their conversion into [`matrix::Options`]: defaults
+//! (the seed's, or `--quick`'s), the prebuilt-binary flags, where results go; then running it
+//! and printing where the files went.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use super::parse;
+use crate::matrix;
+use crate::matrix::scenario::Scenario;
+use crate::matrix::server::Server;
+use crate::plan::CpuSet;
+
+/// `servery-load matrix` options; the defaults are the seed's (7 trials × 10 s after 3 s).
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// 3 trials × 3 s after a 1 s warm-up (explicit --trials/--duration/--warmup still win).
+    #[arg(long)]
+    pub quick: bool,
+    /// Trials per point [default: 7; --quick: 3].
+    #[arg(long, value_name = "N")]
+    pub trials: Option<NonZeroUsize>,
+    /// Timed window per trial [default: 10s; --quick: 3s].
+    #[arg(short, long, value_parser = parse::duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Warm-up before each window [default: 3s; --quick: 1s].
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub warmup: Option<Duration>,
+    /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
+    /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k].
+    /// Each is measured on the servers that can serve it: app-json and app-post-4k on servery
+    /// and axum-tokio, the others on servery, nginx and h2o.
+    #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
+    pub scenarios: Vec<Scenario>,
+    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
+    /// axum-tokio]. axum-tokio is one thread, so it runs in 1-worker points only.
+    #[arg(long, value_delimiter = ',', value_parser = parse::server, value_name = "LIST")]
+    pub servers: Vec<Server>,
+    /// Worker counts, comma-separated; counts the server side has no cores for are skipped
+    /// (and reported) [default: 1,2,4].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub workers: Vec<NonZeroUsize>,
+    /// CPUs for the servers (one worker per physical core) [default: the first half of the
+    /// physical cores, or every core --client-cpus leaves].
+    #[arg(long, value_name = "LIST")]
+    pub server_cpus: Option<CpuSet>,
+    /// CPUs for the load generator, one thread each; must not overlap --server-cpus
+    /// [default: the physical cores the servers do not get].
+    #[arg(long, value_name = "LIST")]
+    pub client_cpus: Option<CpuSet>,
+    /// servery binary to measure [default: build it with cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub servery_bin: Option<PathBuf>,
+    /// examples/hello binary for app-1k [default: build it with cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub hello_bin: Option<PathBuf>,
+    /// examples/axum binary (the axum Router on servery) for app-json [default: build it with
+    /// cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub axum_bin: Option<PathBuf>,
+    /// examples/upload binary (a POSTed body's SHA-256) for app-post-4k [default: build it
+    /// with cargo in --repo].
+    #[arg(long, value_name = "PATH")]
+    pub upload_bin: Option<PathBuf>,
+    /// examples/axum_tokio binary, the axum-tokio server [default: build it with cargo in
+    /// --repo].
+    #[arg(long, value_name = "PATH")]
+    pub axum_tokio_bin: Option<PathBuf>,
+    /// The servery checkout (cargo builds there; scripts/lib has the peer configs)
+    /// [default: the checkout this binary was built from, else the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Where the result files go [default: REPO/bench/results].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not print the tables on stdout (the files are written all the same).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl MatrixArgs {
+    /// The matrix these flags describe, defaults filled in.
+    pub fn options(&self) -> matrix::Options {
+        let repo = self.repo.clone().unwrap_or_else(default_repo);
+        let pick = |given: Option<Duration>, quick: Duration, normal: Duration| {
+            given.unwrap_or(if self.quick { quick } else { normal })
+        };
+        matrix::Options {
+            scenarios: if self.scenarios.is_empty() {
+                Scenario::ALL.to_vec()
+            } else {
+                self.scenarios.clone()
+            },
+            servers: if self.servers.is_empty() {
+                Server::ALL.to_vec()
+            } else {
+                self.servers.clone()
+            },
+            workers: if self.workers.is_empty() {
+                matrix::DEFAULT_WORKERS.to_vec()
+            } else {
+                self.workers.iter().map(|w| w.get()).collect()
+            },
+            trials: self.trials.map_or(
+                if self.quick {
+                    matrix::QUICK_TRIALS
+                } else {
+                    matrix::DEFAULT_TRIALS
+                },
+                NonZeroUsize::get,
+            ),
+            duration: pick(
+                self.duration,
+                matrix::QUICK_DURATION,
+                matrix::DEFAULT_DURATION,
+            ),
+            warmup: pick(self.warmup, matrix::QUICK_WARMUP, matrix::DEFAULT_WARMUP),
+            quick: self.quick,
+            server_cpus: self.server_cpus.clone(),
+            client_cpus: self.client_cpus.clone(),
+            servery_bin: self.servery_bin.clone(),
+            hello_bin: self.hello_bin.clone(),
+            axum_bin: self.axum_bin.clone(),
+            upload_bin: self.upload_bin.clone(),
+            axum_tokio_bin: self.axum_tokio_bin.clone(),
+            out_dir: self
+                .out
+                .clone()
+                .unwrap_or_else(|| repo.join("bench/results")),
+            repo,
+            command: std::env::args().collect(),
+        }
+    }
+}
+
+/// The checkout this binary was built from (bench/..), if it is still there, else `.`.
+fn default_repo() -> PathBuf {
+    let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    if built.join("scripts/lib").is_dir() {
+        std::fs::canonicalize(&built).unwrap_or(built)
+    } else {
+        PathBuf::from(".")
+    }
+}
+
+pub(super) fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
+    let options = args.options();
+    if options.duration.is_zero() {
+        anyhow::bail!("--duration must be greater than zero");
+    }
+    let outcome = matrix::run(&options).context("the matrix could not run")?;
+    if !args.quiet {
+        print!("{}", outcome.markdown);
+    }
+    eprintln!("results: {}", outcome.json.display());
+    eprintln!("tables:  {}", outcome.markdown_path.display());
+    for chart in &outcome.charts {
+        eprintln!("chart:   {}", chart.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("servery-load").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn matrix_defaults_are_the_seed_and_quick_shortens_them() {
+        let options = |args: &[&str]| match parse(args).expect("parse").command {
+            Some(Command::Matrix(m)) => m.options(),
+            _ => panic!("matrix not recognised"),
+        };
+        let full = options(&["matrix"]);
+        assert_eq!(full.trials, 7);
+        assert_eq!(full.duration, Duration::from_secs(10));
+        assert_eq!(full.warmup, Duration::from_secs(3));
+        assert_eq!(full.workers, [1, 2, 4]);
+        assert_eq!(full.scenarios.len(), 9);
+        assert_eq!(full.servers.len(), 5);
+        assert!(full.axum_bin.is_none() && full.upload_bin.is_none());
+        let quick = options(&["matrix", "--quick"]);
+        assert_eq!(
+            (quick.trials, quick.duration, quick.warmup),
+            (3, Duration::from_secs(3), Duration::from_secs(1))
+        );
+        let custom = options(&[
+            "matrix",
+            "--quick",
+            "--trials",
+            "5",
+            "--scenarios",
+            "static-1k,app-1k",
+            "--servers",
+            "nginx",
+            "--workers",
+            "1,2",
+            "--server-cpus",
+            "0",
+            "--client-cpus",
+            "1",
+        ]);
+        assert_eq!(custom.trials, 5);
+        assert_eq!(custom.scenarios, [Scenario::Static1k, Scenario::App1k]);
+        assert_eq!(custom.servers, [Server::Nginx]);
+        assert_eq!(custom.workers, [1, 2]);
+        assert_eq!(custom.client_cpus.map(|c| c.to_string()), Some("1".into()));
+        assert!(parse(&["matrix", "--scenarios", "static-2k"]).is_err());
+        let apps = options(&[
+            "matrix",
+            "--scenarios",
+            "app-json,app-post-4k",
+            "--servers",
+            "servery-thread,axum-tokio",
+            "--axum-bin",
+            "/b/axum",
+            "--upload-bin",
+            "/b/upload",
+            "--axum-tokio-bin",
+            "/b/axum_tokio",
+        ]);
+        assert_eq!(apps.scenarios, [Scenario::AppJson, Scenario::AppPost4k]);
+        assert_eq!(apps.servers, [Server::ServeryThread, Server::AxumTokio]);
+        assert_eq!(apps.axum_bin, Some(PathBuf::from("/b/axum")));
+        assert_eq!(apps.upload_bin, Some(PathBuf::from("/b/upload")));
+        assert_eq!(apps.axum_tokio_bin, Some(PathBuf::from("/b/axum_tokio")));
+        assert!(parse(&["matrix", "--servers", "apache"]).is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! Who takes part in each scenario of a run, and why the others do not.
+//!
+//! Owns: each scenario's lineup (the selected servers that can serve it and whose program is
+//! there), the cut per worker count (a one-thread server takes 1-worker points only), and the
+//! notes that say who sat out and why, so a missing column explains itself.
+//! Does not own: which servers can serve a scenario (`Scenario::servers`) or finding programs
+//! (`programs`).
+//!
+//! Flow:
+//! 1. [`wanted`]: the selected servers that can serve each scenario, in the selected order.
+//! 2. The matrix resolves the programs [`needed`] by those lineups.
+//! 3. [`without`]: drop the servers whose program is unavailable, and lineups left empty.
+//! 4. [`Lineup::at`]: the servers of a lineup that run a given worker count.
+
+use serde::Serialize;
+
+use super::programs::Program;
+use super::scenario::Scenario;
+use super::server::Server;
+
+/// The servers measured in one scenario, in table order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lineup {
+    pub scenario: Scenario,
+    pub servers: Vec<Server>,
+}
+
+impl Lineup {
+    /// The servers that run `workers` workers (axum-tokio runs one thread).
+    pub fn at(&self, workers: usize) -> Vec<Server> {
+        self.servers
+            .iter()
+            .copied()
+            .filter(|s| s.max_workers().map_or(true, |most| workers <= most))
+            .collect()
+    }
+}
+
+/// Step 1: `selected` ∩ each scenario's servers, and a note per server that sits out a
+/// scenario of the run.
+pub fn wanted(scenarios: &[Scenario], selected: &[Server]) -> (Vec<Lineup>, Vec<String>) {
+    let lineups = scenarios
+        .iter()
+        .map(|&scenario| Lineup {
+            scenario,
+            servers: selected
+                .iter()
+                .copied()
+                .filter(|s| scenario.servers().contains(s))
+                .collect(),
+        })
+        .collect();
+    let mut notes = Vec::new();
+    for &server in selected {
+        let out: Vec<&str> = scenarios
+            .iter()
+            .filter(|s| !s.servers().contains(&server))
+            .map(|s| s.name())
+            .collect();
+        if !out.is_empty() {
+            notes.push(format!(
+                "{} takes no part in {}: {}.",
+                server.name(),
+                out.join(", "),
+                sits_out(server)
+            ));
+        }
+    }
+    (lineups, notes)
+}
+
+/// Why `server` cannot serve some scenarios.
+fn sits_out(server: Server) -> &'static str {
+    match server {
+        Server::AxumTokio => {
+            "it serves the axum Router of examples/axum/routes.rs, so app-json and app-post-4k only"
+        }
+        Server::Nginx | Server::H2o => {
+            "there is no such app for it; app-json and app-post-4k compare servery with the same \
+             axum Router on tokio (axum-tokio) instead"
+        }
+        Server::ServeryThread | Server::ServeryProcess => "it has no program for them",
+    }
+}
+
+/// Step 2: the programs of this checkout the lineups run, each once.
+pub fn needed(lineups: &[Lineup]) -> Vec<Program> {
+    let mut programs: Vec<Program> = lineups
+        .iter()
+        .flat_map(|l| l.servers.iter().filter_map(|s| s.program(l.scenario)))
+        .collect();
+    programs.sort();
+    programs.dedup();
+    programs
+}
+
+/// Step 3: the lineups without the servers whose program is `unavailable`, empty lineups
+/// dropped, with a note for each cut.
+pub fn without(lineups: Vec<Lineup>, unavailable: &[Program]) -> (Vec<Lineup>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut kept = Vec::new();
+    for mut lineup in lineups {
+        let scenario = lineup.scenario;
+        let (out, servers): (Vec<Server>, Vec<Server>) = lineup.servers.iter().partition(|s| {
+            s.program(scenario)
+                .is_some_and(|p| unavailable.contains(&p))
+        });
+        if let Some(program) = out.first().and_then(|s| s.program(scenario)) {
+            let names: Vec<&str> = out.iter().map(|s| s.name()).collect();
+            notes.push(format!(
+                "{} without {}: their program, `{}`, is not in this checkout (examples/{}.rs) \
+                 and {} did not give one.",
+                scenario.name(),
+                names.join(", "),
+                program.target(),
+                program.target(),
+                program.flag()
+            ));
+        }
+        lineup.servers = servers;
+        if lineup.servers.is_empty() {
+            notes.push(format!(
+                "{}: no server left to measure, so it is not run.",
+                scenario.name()
+            ));
+        } else {
+            kept.push(lineup);
+        }
+    }
+    (kept, notes)
+}
+
+/// A note when a one-thread server is skipped at some of `workers`.
+pub fn worker_notes(lineups: &[Lineup], workers: &[usize]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for server in Server::ALL {
+        let Some(most) = server.max_workers() else {
+            continue;
+        };
+        let skipped: Vec<String> = workers
+            .iter()
+            .filter(|&&n| n > most)
+            .map(|n| n.to_string())
+            .collect();
+        if !skipped.is_empty() && lineups.iter().any(|l| l.servers.contains(&server)) {
+            notes.push(format!(
+                "{} runs at most {most} worker(s) (one tokio current-thread runtime, pinned like \
+                 the others), so it is not measured at {} worker(s).",
+                server.name(),
+                skipped.join(", ")
+            ));
+        }
+    }
+    notes
+}
+
+/// What the app scenarios of `lineups` run on each side, when the tables alone would not say.
+pub fn app_notes(lineups: &[Lineup]) -> Vec<String> {
+    let measured = |scenario: Scenario, server: fn(&Server) -> bool| {
+        lineups
+            .iter()
+            .any(|l| l.scenario == scenario && l.servers.iter().any(server))
+    };
+    let mut notes = Vec::new();
+    if measured(Scenario::App1k, |s| !s.is_servery()) {
+        notes.push(
+            "app-1k: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
+             nginx and h2o serve hello.txt, a static file with exactly that body, marked \
+             \"(static file)\"."
+                .to_string(),
+        );
+    }
+    if [Scenario::AppJson, Scenario::AppPost4k]
+        .iter()
+        .any(|&s| measured(s, |s| s.is_servery()))
+    {
+        notes.push(
+            "app-json and app-post-4k: servery runs examples/axum (the axum Router of \
+             examples/axum/routes.rs on servery's workers) and examples/upload (a POSTed body \
+             streamed through SHA-256); axum-tokio runs examples/axum_tokio, the same Router \
+             on axum::serve and one tokio current-thread runtime. Their peer-table ratios are \
+             against axum-tokio."
+                .to_string(),
+        );
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_scenario_gets_the_selected_servers_that_serve_it() {
+        let scenarios = [Scenario::Static1k, Scenario::AppJson, Scenario::AppPost4k];
+        let (lineups, notes) = wanted(&scenarios, &Server::ALL);
+        assert_eq!(
+            lineups[0].servers,
+            [
+                Server::ServeryThread,
+                Server::ServeryProcess,
+                Server::Nginx,
+                Server::H2o
+            ]
+        );
+        for l in &lineups[1..] {
+            assert_eq!(
+                l.servers,
+                [
+                    Server::ServeryThread,
+                    Server::ServeryProcess,
+                    Server::AxumTokio
+                ]
+            );
+        }
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("nginx takes no part in app-json, app-post-4k: "));
+        assert!(notes[2].starts_with("axum-tokio takes no part in static-1k: "));
+        let (only, notes) = wanted(&[Scenario::AppJson], &[Server::AxumTokio]);
+        assert_eq!(only[0].servers, [Server::AxumTokio]);
+        assert!(notes.is_empty());
+    }
+
+    #[test]
+    fn programs_are_needed_once_each() {
+        let scenarios = [Scenario::Static1k, Scenario::App1k, Scenario::AppJson];
+        let (lineups, _) = wanted(&scenarios, &Server::ALL);
+        assert_eq!(
+            needed(&lineups),
+            [
+                Program::Servery,
+                Program::Hello,
+                Program::Axum,
+                Program::AxumTokio
+            ]
+        );
+        let (lineups, _) = wanted(&[Scenario::AppPost4k], &[Server::AxumTokio]);
+        assert_eq!(needed(&lineups), [Program::AxumTokio]);
+    }
+
+    #[test]
+    fn an_unbuildable_example_drops_only_its_servers() {
+        let scenarios = [Scenario::AppJson, Scenario::AppPost4k];
+        let (lineups, _) = wanted(&scenarios, &Server::ALL);
+        let (kept, notes) = without(lineups, &[Program::Upload]);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].servers.len(), 3);
+        assert_eq!(kept[1].servers, [Server::AxumTokio]);
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("app-post-4k without servery-thread, servery-process: ")
+                && notes[0].contains("examples/upload.rs")
+                && notes[0].contains("--upload-bin"),
+            "{}",
+            notes[0]
+        );
+        let (lineups, _) = wanted(&scenarios, &[Server::ServeryThread]);
+        let (kept, notes) = without(lineups, &[Program::Axum, Program::Upload]);
+        assert!(kept.is_empty());
+        assert_eq!(notes.len(), 4);
+    }
+
+    #[test]
+    fn app_notes_describe_only_what_is_measured() {
+        let (all, _) = wanted(&[Scenario::App1k, Scenario::AppPost4k], &Server::ALL);
+        let notes = app_notes(&all);
+        assert_eq!(notes.len(), 2);
+        assert!(
+            notes[0].starts_with("app-1k:") && notes[1].starts_with("app-json and app-post-4k:")
+        );
+        let (tokio_only, _) = wanted(&[Scenario::AppJson], &[Server::AxumTokio]);
+        assert!(app_notes(&tokio_only).is_empty());
+        let (servery_only, _) = wanted(&[Scenario::App1k], &[Server::ServeryThread]);
+        assert!(app_notes(&servery_only).is_empty());
+    }
+
+    #[test]
+    fn axum_tokio_runs_one_worker_only() {
+        let (lineups, _) = wanted(&[Scenario::AppJson], &Server::ALL);
+        assert_eq!(lineups[0].at(1).len(), 3);
+        assert_eq!(
+            lineups[0].at(2),
+            [Server::ServeryThread, Server::ServeryProcess]
+        );
+        let notes = worker_notes(&lineups, &[1, 2, 4]);
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("not measured at 2, 4 worker(s)"),
+            "{notes:?}"
+        );
+        assert!(worker_notes(&lineups, &[1]).is_empty());
+        let (statics, _) = wanted(&[Scenario::Static1k], &Server::ALL);
+        assert!(worker_notes(&statics, &[1, 2]).is_empty());
+    }
+}

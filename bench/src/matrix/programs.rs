@@ -1,0 +1,307 @@
+//! The programs the servers run as: the ones this checkout builds (servery and its examples)
+//! and the peers found installed (nginx, h2o).
+//!
+//! Owns: which cargo target each built program is, its `--*-bin` flag, where cargo leaves it,
+//! and whether this checkout can build it at all (the servery side of `app-json` and
+//! `app-post-4k`, `examples/axum.rs` and `examples/upload.rs`, may not be written yet).
+//! Does not own: which program a server runs for a scenario (`Server::program`) or starting it.
+//!
+//! Flow:
+//! 1. The matrix asks [`resolve`] for the programs its lineup needs.
+//! 2. A program given with its flag is taken as is. Otherwise, if its source is in the
+//!    checkout, it is built: `cargo build --release --bin servery` on its own, so the measured
+//!    servery is the binary a plain `cargo build --release` makes (building it beside the
+//!    examples would unify the examples' dev-dependency features into it), then every needed
+//!    example in one `cargo build --release --example ...`.
+//! 3. Every given or built path must be a file. A program neither given nor in the checkout
+//!    is returned as unavailable, and the matrix leaves out the servers that need it.
+//! 4. nginx and h2o are looked up on `PATH` (and `/usr/sbin`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::{Error, Options};
+
+/// A program this checkout builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Program {
+    /// `src/main.rs`: the static file server.
+    Servery,
+    /// `examples/hello.rs`: a fixed 1 KiB handler (`app-1k`).
+    Hello,
+    /// `examples/axum.rs`: the Router of `examples/axum/routes.rs` on servery (`app-json`).
+    Axum,
+    /// `examples/upload.rs`: streams a POSTed body through SHA-256 (`app-post-4k`).
+    Upload,
+    /// `examples/axum_tokio.rs`: the same Router on `axum::serve` and tokio (`axum-tokio`).
+    AxumTokio,
+}
+
+impl Program {
+    pub const ALL: [Program; 5] = [
+        Program::Servery,
+        Program::Hello,
+        Program::Axum,
+        Program::Upload,
+        Program::AxumTokio,
+    ];
+
+    /// Its cargo target name (`--bin servery`, else `--example NAME`).
+    pub fn target(self) -> &'static str {
+        match self {
+            Program::Servery => "servery",
+            Program::Hello => "hello",
+            Program::Axum => "axum",
+            Program::Upload => "upload",
+            Program::AxumTokio => "axum_tokio",
+        }
+    }
+
+    /// The `servery-load matrix` flag that gives it prebuilt.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Program::Servery => "--servery-bin",
+            Program::Hello => "--hello-bin",
+            Program::Axum => "--axum-bin",
+            Program::Upload => "--upload-bin",
+            Program::AxumTokio => "--axum-tokio-bin",
+        }
+    }
+
+    fn is_example(self) -> bool {
+        self != Program::Servery
+    }
+
+    /// Whether `repo` has its source (cargo's layouts: `examples/NAME.rs` or
+    /// `examples/NAME/main.rs`).
+    fn in_checkout(self, repo: &Path) -> bool {
+        if self.is_example() {
+            let examples = repo.join("examples");
+            examples.join(format!("{}.rs", self.target())).is_file()
+                || examples.join(self.target()).join("main.rs").is_file()
+        } else {
+            repo.join("src/main.rs").is_file()
+        }
+    }
+
+    /// Where `cargo build --release` leaves it under the target directory.
+    fn artifact(self, target_dir: &Path) -> PathBuf {
+        if self.is_example() {
+            target_dir.join("release/examples").join(self.target())
+        } else {
+            target_dir.join("release").join(self.target())
+        }
+    }
+}
+
+/// The programs the servers run as, absolute; `None` for one the run does not use (or, for a
+/// peer, one that is not installed).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Programs {
+    pub servery: Option<PathBuf>,
+    /// servery's `examples/hello`, the `app-1k` server.
+    pub hello: Option<PathBuf>,
+    /// servery's `examples/axum`, the `app-json` server.
+    pub axum: Option<PathBuf>,
+    /// servery's `examples/upload`, the `app-post-4k` server.
+    pub upload: Option<PathBuf>,
+    /// `examples/axum_tokio`, the `axum-tokio` server.
+    pub axum_tokio: Option<PathBuf>,
+    pub nginx: Option<PathBuf>,
+    pub h2o: Option<PathBuf>,
+    /// `scripts/lib`, where the peers' config writers live.
+    pub scripts_lib: PathBuf,
+}
+
+impl Programs {
+    pub fn get(&self, program: Program) -> Option<&Path> {
+        match program {
+            Program::Servery => self.servery.as_deref(),
+            Program::Hello => self.hello.as_deref(),
+            Program::Axum => self.axum.as_deref(),
+            Program::Upload => self.upload.as_deref(),
+            Program::AxumTokio => self.axum_tokio.as_deref(),
+        }
+    }
+
+    fn set(&mut self, program: Program, path: PathBuf) {
+        let slot = match program {
+            Program::Servery => &mut self.servery,
+            Program::Hello => &mut self.hello,
+            Program::Axum => &mut self.axum,
+            Program::Upload => &mut self.upload,
+            Program::AxumTokio => &mut self.axum_tokio,
+        };
+        *slot = Some(path);
+    }
+}
+
+/// The path `options` gives for `program`, if any.
+fn given(options: &Options, program: Program) -> Option<&PathBuf> {
+    match program {
+        Program::Servery => options.servery_bin.as_ref(),
+        Program::Hello => options.hello_bin.as_ref(),
+        Program::Axum => options.axum_bin.as_ref(),
+        Program::Upload => options.upload_bin.as_ref(),
+        Program::AxumTokio => options.axum_tokio_bin.as_ref(),
+    }
+}
+
+/// Gives, builds or finds every program in `needed` (see the module docs); also returns the
+/// needed ones this checkout cannot build and no flag gave.
+pub fn resolve(options: &Options, needed: &[Program]) -> Result<(Programs, Vec<Program>), Error> {
+    let mut programs = Programs {
+        nginx: which("nginx"),
+        h2o: which("h2o"),
+        scripts_lib: absolute(options.repo.join("scripts/lib")),
+        ..Programs::default()
+    };
+    let mut unavailable = Vec::new();
+    let mut build = Vec::new();
+    for &program in Program::ALL.iter().filter(|p| needed.contains(p)) {
+        match given(options, program) {
+            Some(path) => programs.set(program, path.clone()),
+            None if program.in_checkout(&options.repo) => build.push(program),
+            None => unavailable.push(program),
+        }
+    }
+    let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => options.repo.join(dir),
+        None => options.repo.join("target"),
+    };
+    let (bins, examples): (Vec<Program>, Vec<Program>) =
+        build.iter().partition(|p| !p.is_example());
+    for group in [bins, examples] {
+        if group.is_empty() {
+            continue;
+        }
+        cargo_build(&options.repo, &group)?;
+        for program in group {
+            programs.set(program, program.artifact(&target_dir));
+        }
+    }
+    for &program in &Program::ALL {
+        let Some(path) = programs.get(program).map(Path::to_path_buf) else {
+            continue;
+        };
+        if !path.is_file() {
+            return Err(Error::Binary {
+                path,
+                flag: program.flag(),
+            });
+        }
+        programs.set(program, absolute(path));
+    }
+    Ok((programs, unavailable))
+}
+
+/// The `cargo build --release` arguments that build `group`.
+pub fn cargo_args(group: &[Program]) -> Vec<&'static str> {
+    let mut args = vec!["build", "--release"];
+    for program in group {
+        args.push(if program.is_example() {
+            "--example"
+        } else {
+            "--bin"
+        });
+        args.push(program.target());
+    }
+    args
+}
+
+fn cargo_build(repo: &Path, group: &[Program]) -> Result<(), Error> {
+    let args = cargo_args(group);
+    let status = Command::new("cargo")
+        .args(&args)
+        .current_dir(repo)
+        .status()
+        .map_err(|source| Error::Cargo {
+            repo: repo.to_path_buf(),
+            source,
+        })?;
+    if !status.success() {
+        return Err(Error::Build {
+            command: format!("cargo {}", args.join(" ")),
+            status,
+        });
+    }
+    Ok(())
+}
+
+fn absolute(path: PathBuf) -> PathBuf {
+    fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// `name` on `PATH`, or in `/usr/sbin` (where nginx lives and a non-root `PATH` may not look).
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servery_builds_alone_and_examples_together() {
+        assert_eq!(
+            cargo_args(&[Program::Servery]),
+            ["build", "--release", "--bin", "servery"]
+        );
+        assert_eq!(
+            cargo_args(&[Program::Hello, Program::AxumTokio]),
+            [
+                "build",
+                "--release",
+                "--example",
+                "hello",
+                "--example",
+                "axum_tokio"
+            ]
+        );
+    }
+
+    #[test]
+    fn artifacts_are_where_cargo_puts_them() {
+        let t = Path::new("/t");
+        assert_eq!(
+            Program::Servery.artifact(t),
+            Path::new("/t/release/servery")
+        );
+        assert_eq!(
+            Program::AxumTokio.artifact(t),
+            Path::new("/t/release/examples/axum_tokio")
+        );
+        assert_eq!(
+            Program::Upload.artifact(t),
+            Path::new("/t/release/examples/upload")
+        );
+    }
+
+    #[test]
+    fn this_checkout_has_hello_and_axum_tokio() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for program in [Program::Servery, Program::Hello, Program::AxumTokio] {
+            assert!(program.in_checkout(&repo), "{program:?}");
+        }
+        assert!(!Program::Upload.in_checkout(Path::new("/nonexistent")));
+    }
+
+    #[test]
+    fn every_program_has_its_own_flag() {
+        let flags: std::collections::HashSet<_> = Program::ALL.iter().map(|p| p.flag()).collect();
+        assert_eq!(flags.len(), Program::ALL.len());
+        let mut programs = Programs::default();
+        for p in Program::ALL {
+            assert!(programs.get(p).is_none());
+            programs.set(p, PathBuf::from(p.target()));
+            assert_eq!(programs.get(p), Some(Path::new(p.target())));
+        }
+    }
+}
