@@ -3,7 +3,8 @@
 //!
 //! `cargo run --release --example upload -- serve --bind 127.0.0.1:8080`,
 //! then `curl --data-binary @file http://127.0.0.1:8080/digest` prints the
-//! same as `sha256sum file`. Every path takes POST (and PUT); the body is
+//! same 64 hex digits as `sha256sum file` (without a newline, as the
+//! `app-post-4k` benchmark and the axum Router's `/digest` answer). Every path takes POST (and PUT); the body is
 //! read chunk by chunk as it arrives (nothing is collected), so memory stays
 //! one read buffer whatever the size, up to `--max-body-bytes`. A body past
 //! that limit, or malformed, is answered by the server (413, 400) however
@@ -62,7 +63,7 @@ impl Service for Upload {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        text(StatusCode::OK, hex + "\n")
+        text(StatusCode::OK, hex)
     }
 }
 
