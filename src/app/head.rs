@@ -26,10 +26,93 @@ pub struct Mismatch {
     pub what: &'static str,
 }
 
-/// The owned head of `head`, whose slices point into `bytes`. A slice that
-/// is not inside `bytes` (a caller that parsed another buffer) is copied
-/// rather than trusted.
-pub fn to_parts(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, Mismatch> {
+/// The header fields of a parsed head, kept as offsets into the received
+/// bytes until someone asks for them as a [`http::HeaderMap`]: building the
+/// map costs more than the rest of the owned head, and many services (the
+/// app benchmark's among them) never read a field.
+#[derive(Debug, Clone, Default)]
+pub struct Fields {
+    bytes: Bytes,
+    /// `(name start, name end, value start, value end)` in `bytes`.
+    spans: Vec<[u32; 4]>,
+}
+
+impl Fields {
+    /// The fields of `head`, whose slices point into `bytes` (a field that
+    /// does not is copied, as [`to_parts`] does).
+    pub fn of(head: &Head<'_>, bytes: &Bytes) -> Fields {
+        let inside = bytes.as_ptr_range();
+        let base = inside.start as usize;
+        let span = |s: &[u8]| -> Option<[u32; 2]> {
+            let r = s.as_ptr_range();
+            if inside.start <= r.start && r.end <= inside.end {
+                Some([
+                    (r.start as usize - base) as u32,
+                    (r.end as usize - base) as u32,
+                ])
+            } else {
+                None
+            }
+        };
+        let mut spans = Vec::with_capacity(head.headers.len());
+        for (name, value) in &head.headers {
+            match (span(name.as_bytes()), span(value)) {
+                (Some([ns, ne]), Some([vs, ve])) => spans.push([ns, ne, vs, ve]),
+                // Not from `bytes`: copy the whole head's fields instead.
+                _ => return Fields::copied(head),
+            }
+        }
+        Fields {
+            bytes: bytes.clone(),
+            spans,
+        }
+    }
+
+    fn copied(head: &Head<'_>) -> Fields {
+        let mut buf = Vec::new();
+        let mut spans = Vec::with_capacity(head.headers.len());
+        for (name, value) in &head.headers {
+            let ns = buf.len() as u32;
+            buf.extend_from_slice(name.as_bytes());
+            let vs = buf.len() as u32;
+            buf.extend_from_slice(value);
+            spans.push([ns, vs, vs, buf.len() as u32]);
+        }
+        Fields {
+            bytes: Bytes::from(buf),
+            spans,
+        }
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The fields as a map; values are slices of the received bytes.
+    pub fn to_map(&self) -> Result<http::HeaderMap, Mismatch> {
+        let mut headers = http::HeaderMap::with_capacity(self.spans.len());
+        for &[ns, ne, vs, ve] in &self.spans {
+            let name = http::HeaderName::from_bytes(&self.bytes[ns as usize..ne as usize])
+                .map_err(|_| Mismatch { what: "field name" })?;
+            let value =
+                http::HeaderValue::from_maybe_shared(self.bytes.slice(vs as usize..ve as usize))
+                    .map_err(|_| Mismatch {
+                        what: "field value",
+                    })?;
+            headers.append(name, value);
+        }
+        Ok(headers)
+    }
+}
+
+/// The owned head of `head` without its fields (`parts.headers` is empty:
+/// they are [`Fields`]), whose target points into `bytes`.
+pub fn to_parts_lazy(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, Mismatch> {
     let shared = |s: &[u8]| -> Bytes {
         let inside = bytes.as_ptr_range();
         let range = s.as_ptr_range();
@@ -43,15 +126,6 @@ pub fn to_parts(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, 
         .map_err(|_| Mismatch { what: "method" })?;
     let uri = http::Uri::from_maybe_shared(shared(head.target))
         .map_err(|_| Mismatch { what: "target" })?;
-    let mut headers = http::HeaderMap::with_capacity(head.headers.len());
-    for (name, value) in &head.headers {
-        let name = http::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| Mismatch { what: "field name" })?;
-        let value = http::HeaderValue::from_maybe_shared(shared(value)).map_err(|_| Mismatch {
-            what: "field value",
-        })?;
-        headers.append(name, value);
-    }
     let (mut parts, ()) = http::Request::new(()).into_parts();
     parts.method = method;
     parts.uri = uri;
@@ -59,7 +133,15 @@ pub fn to_parts(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, 
         Version::Http10 => http::Version::HTTP_10,
         Version::Http11 => http::Version::HTTP_11,
     };
-    parts.headers = headers;
+    Ok(parts)
+}
+
+/// The owned head of `head`, whose slices point into `bytes`. A slice that
+/// is not inside `bytes` (a caller that parsed another buffer) is copied
+/// rather than trusted.
+pub fn to_parts(head: &Head<'_>, bytes: &Bytes) -> Result<http::request::Parts, Mismatch> {
+    let mut parts = to_parts_lazy(head, bytes)?;
+    parts.headers = Fields::of(head, bytes).to_map()?;
     Ok(parts)
 }
 
@@ -160,6 +242,19 @@ mod tests {
         assert_eq!(head.path(), b"/a/b");
         assert_eq!(head.host, Some(&b"h.example"[..]));
         assert_eq!(head.header("accept"), Some(&b"*/*"[..]));
+    }
+
+    #[test]
+    fn lazy_fields_build_the_same_map() {
+        let (p, bytes) = parts_of(b"GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\n\r\n");
+        let (head, _) = parse(&bytes, &Limits::default()).unwrap().unwrap();
+        let fields = Fields::of(&head, &bytes);
+        assert_eq!(fields.len(), 3);
+        assert_eq!(fields.to_map().unwrap(), p.headers);
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n".to_vec();
+        let (head, _) = parse(&raw, &Limits::default()).unwrap().unwrap();
+        let copied = Fields::of(&head, &Bytes::from_static(b"unrelated"));
+        assert_eq!(copied.to_map().unwrap()["host"], "h");
     }
 
     #[test]

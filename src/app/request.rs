@@ -2,13 +2,18 @@
 //!
 //! The head is the `http` crate's ([`http::request::Parts`]: `Method`,
 //! `Uri`, `Version`, `HeaderMap`), built from the read buffer without
-//! copying it (`app::head::to_parts`); the body is pulled by the service
+//! copying it (`app::head`). The `HeaderMap` is built on first use: until a
+//! service asks for [`Request::headers`], the fields stay offsets into the
+//! received bytes, which saves a service that reads none (a fixed answer)
+//! most of the cost of its request. The body is pulled by the service
 //! ([`RequestBody`]); [`Connection`] says where the request came from.
 //! [`Request::into_http`] hands the lot on as an `http::Request` (the
 //! connection facts in its extensions), which is what tower services take.
 
+use std::cell::OnceCell;
 use std::net::SocketAddr;
 
+use super::head::Fields;
 use super::RequestBody;
 
 /// Facts about the connection a request came on.
@@ -52,7 +57,12 @@ impl Alpn {
 /// One request: its head, its body, and the connection it came on.
 #[derive(Debug)]
 pub struct Request {
+    /// Method, target, version and extensions; its `headers` stay empty
+    /// (they are `headers`, or still `fields`).
     head: http::request::Parts,
+    /// The fields as received, until `headers` is built from them.
+    fields: Fields,
+    headers: OnceCell<http::HeaderMap>,
     body: RequestBody,
     connection: Connection,
 }
@@ -60,9 +70,32 @@ pub struct Request {
 impl Request {
     /// A request from its parts (the connection builds these; tests and
     /// adapters may too).
-    pub fn new(head: http::request::Parts, body: RequestBody, connection: Connection) -> Request {
+    pub fn new(
+        mut head: http::request::Parts,
+        body: RequestBody,
+        connection: Connection,
+    ) -> Request {
+        let headers = OnceCell::from(std::mem::take(&mut head.headers));
         Request {
             head,
+            fields: Fields::default(),
+            headers,
+            body,
+            connection,
+        }
+    }
+
+    /// A request as received: `head` without its fields, which are `fields`.
+    pub(crate) fn received(
+        head: http::request::Parts,
+        fields: Fields,
+        body: RequestBody,
+        connection: Connection,
+    ) -> Request {
+        Request {
+            head,
+            fields,
+            headers: OnceCell::new(),
             body,
             connection,
         }
@@ -80,13 +113,32 @@ impl Request {
         self.head.version
     }
 
+    /// The header fields, in order (built from the received bytes on the
+    /// first call; values are slices of them, not copies).
     pub fn headers(&self) -> &http::HeaderMap {
-        &self.head.headers
+        self.headers.get_or_init(|| {
+            // `http::parse` validated every field; a value `http` would
+            // still refuse (never seen) is dropped rather than failing late.
+            self.fields.to_map().unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "request fields dropped");
+                http::HeaderMap::new()
+            })
+        })
     }
 
-    /// The head, for what the accessors do not cover (extensions).
-    pub fn head(&self) -> &http::request::Parts {
-        &self.head
+    pub fn headers_mut(&mut self) -> &mut http::HeaderMap {
+        self.headers();
+        self.headers
+            .get_mut()
+            .expect("headers() has just built the map")
+    }
+
+    pub fn extensions(&self) -> &http::Extensions {
+        &self.head.extensions
+    }
+
+    pub fn extensions_mut(&mut self) -> &mut http::Extensions {
+        &mut self.head.extensions
     }
 
     pub fn connection(&self) -> &Connection {
@@ -104,8 +156,11 @@ impl Request {
     }
 
     /// Head, body and connection, apart.
-    pub fn into_parts(self) -> (http::request::Parts, RequestBody, Connection) {
-        (self.head, self.body, self.connection)
+    pub fn into_parts(mut self) -> (http::request::Parts, RequestBody, Connection) {
+        self.headers();
+        let mut head = self.head;
+        head.headers = self.headers.take().unwrap_or_default();
+        (head, self.body, self.connection)
     }
 
     /// As an `http::Request`, with the [`Connection`] in its extensions

@@ -335,7 +335,8 @@ impl Service for Files {
     /// The static files composed into an app: the same answer, from the
     /// owned head.
     async fn call(&self, req: Request) -> crate::app::Response {
-        crate::app::response::from_static(self.handle(&head::borrow(req.head())))
+        let (parts, _body, _) = req.into_parts();
+        crate::app::response::from_static(self.handle(&head::borrow(&parts)))
     }
 
     const BORROWS_HEADS: bool = true;

@@ -84,7 +84,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 let body_at = start + consumed;
                 match Framing::of(&head, settings.max_body_bytes) {
                     Err(e) => Err((Refusal::Parse(e), body_at)),
-                    Ok(framing) => match head::to_parts(&head, &frozen) {
+                    Ok(framing) => match head::to_parts_lazy(&head, &frozen) {
                         Err(e) => {
                             tracing::debug!(error = %e, "request refused");
                             Err((Refusal::Unrepresentable, body_at))
@@ -99,13 +99,14 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                                 version: head.version,
                                 head_method: head.method == http::Method::Head,
                             };
-                            Ok((parts, framing, expect, facts, body_at))
+                            let fields = head::Fields::of(&head, &frozen);
+                            Ok((parts, fields, framing, expect, facts, body_at))
                         }
                     },
                 }
             }
         };
-        let (parts, framing, expect, facts, body_at) = match parsed {
+        let (parts, fields, framing, expect, facts, body_at) = match parsed {
             Ok(p) => p,
             Err((refusal, at)) => {
                 self.thaw(frozen, at);
@@ -137,7 +138,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             expect,
             settings.max_body_bytes,
         );
-        let request = Request::new(parts, body, self.facts);
+        let request = Request::received(parts, fields, body, self.facts);
         let timeouts = (settings.body_timeout, settings.send_timeout);
         let answered = {
             let mut call = pin!(dispatch::call(ctx, request));
