@@ -721,6 +721,23 @@ fn continue_is_not_sent_when_the_service_ignores_the_body(driver: &str) {
     assert_eq!(app.probe.smuggled(), 0);
 }
 
+/// Part of the body came with the head: the client did not wait for a 100
+/// (RFC 9110 §10.1.1 lets the server omit it), and none comes later in the
+/// middle of the body either, when the service asks for the rest.
+fn continue_is_not_sent_once_the_body_has_started(driver: &str) {
+    let app = App::start(driver);
+    let mut s = app.connect();
+    s.write_all(
+        b"POST /digest HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 8\r\n\r\nfirs",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(b"tend").unwrap();
+    let answer = read_framed(&mut s, false);
+    assert_eq!(answer.response.status, 200, "{answer:?}");
+    assert_eq!(answer.response.body_text(), digest_of(b"firstend"));
+}
+
 // ---- Unread bodies -------------------------------------------------------
 
 fn unread_small_body_is_discarded_and_the_connection_kept(driver: &str) {
@@ -1081,6 +1098,7 @@ driver_tests! {
     body_read_timeout_is_408_and_closes,
     continue_is_sent_when_the_service_reads,
     continue_is_not_sent_when_the_service_ignores_the_body,
+    continue_is_not_sent_once_the_body_has_started,
     unread_small_body_is_discarded_and_the_connection_kept,
     unread_large_declared_body_closes_the_connection,
     streamed_response_is_chunked_with_trailers,
