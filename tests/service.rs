@@ -136,6 +136,7 @@ impl Routes {
             }
             "/panic-body" => Response::new(Body::stream(Panicky {
                 at: query_value(&query, "at").unwrap_or(0),
+                once: query_value(&query, "once") == Some(1),
                 polls: 0,
             })),
             "/keep" => match req.into_body().collect(1 << 20).await {
@@ -239,9 +240,11 @@ impl http_body::Body for Chunks {
 }
 
 /// `/panic-body?at=I`: `chunk I` for each poll before the `I`th, which
-/// panics (and so does every poll after it).
+/// panics, and so does every poll after it; with `once=1`, a poll after the
+/// panic ends the body instead.
 struct Panicky {
     at: usize,
+    once: bool,
     polls: usize,
 }
 
@@ -255,8 +258,11 @@ impl http_body::Body for Panicky {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let poll = self.polls;
         self.polls += 1;
-        if poll >= self.at {
+        if poll == self.at || (poll > self.at && !self.once) {
             panic!("test panic in a response body, poll {poll}");
+        }
+        if poll > self.at {
+            return Poll::Ready(None);
         }
         Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
             "chunk {poll}\n"
@@ -926,6 +932,16 @@ fn panic_after_an_await_is_500_and_closes(driver: &str) {
     assert_panic_is_500_and_closes(&App::start(driver), "/panic-later");
 }
 
+/// A body panicking before its head has left: the request is answered 500
+/// and the panic counted, as a panic in `call` is; not a 200 head for a
+/// body that failed, nor (a body that ends when polled again) a 200 whose
+/// panic nobody counted.
+fn panic_in_a_body_before_its_head_is_500_and_closes(driver: &str) {
+    let app = App::start(driver);
+    assert_panic_is_500_and_closes(&app, "/panic-body?at=0");
+    assert_panic_is_500_and_closes(&app, "/panic-body?at=0&once=1");
+}
+
 /// A body panicking after its head and first chunk have left: the response
 /// cannot be replaced, so it is cut (no last chunk) and the connection
 /// closed; the panic is counted, the worker serves on.
@@ -1108,6 +1124,7 @@ driver_tests! {
     echo_streams_the_body_back,
     panic_in_call_is_500_and_closes,
     panic_after_an_await_is_500_and_closes,
+    panic_in_a_body_before_its_head_is_500_and_closes,
     panic_in_a_body_mid_stream_cuts_the_response,
     kept_body_slices_outlive_their_request,
     a_body_split_anywhere_reads_the_same,
