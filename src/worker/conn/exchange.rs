@@ -13,9 +13,11 @@
 //! 3. Frame the response: no body for HEAD, 1xx, 204 and 304;
 //!    `Content-Length` when its size is known; chunked otherwise on HTTP/1.1;
 //!    close-delimited on HTTP/1.0. A body whose one frame is ready at once
-//!    leaves with the head in one write. A stream is written one frame at a
-//!    time, each before the next is polled; a client that goes away ends
-//!    the response and drops the service's future and body.
+//!    leaves with the head in one write; one that panics on that first poll
+//!    is answered 500 and closes, as a panic in `call` is. A stream is
+//!    written one frame at a time, each before the next is polled; a client
+//!    that goes away ends the response and drops the service's future and
+//!    body.
 //! 4. A body that failed (malformed, too large, timed out) replaces the
 //!    service's answer with the refusal, if the head has not left yet, and
 //!    closes the connection. What of the body the service left unread is
@@ -247,6 +249,17 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 First::Stream(s) => Body {
                     kind: Kind::Stream(s),
                 },
+                First::Panicked => {
+                    // Nothing has left yet: answered as a panic in `call` is.
+                    WorkerStats::add(&ctx.stats.handler_panics, 1);
+                    tracing::error!(
+                        "response body panicked before its head: answered 500 and closed the connection"
+                    );
+                    *persist = Persistence::Close;
+                    let answer = on_error(&Refusal::HandlerPanicked);
+                    push(ctx, &mut self.output, &answer, Persistence::Close, true);
+                    return Send::Nothing;
+                }
             },
             _ => body,
         };
@@ -434,6 +447,8 @@ enum First {
     /// Not that: send it as a stream (a frame already taken is put back
     /// in front).
     Stream(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>),
+    /// It panicked (dropped, never polled again).
+    Panicked,
 }
 
 /// Poll `body` once with a waker that does nothing (a pending body is
@@ -462,8 +477,7 @@ fn first_frame(mut body: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxEr
             rest: body,
         })),
         Ok(Poll::Pending) => First::Stream(body),
-        // Polled again by the writer, which catches it again and closes.
-        Err(_) => First::Stream(body),
+        Err(_) => First::Panicked,
     }
 }
 
