@@ -9,11 +9,13 @@
 //! drivers (`driver_tests!` at the bottom). Its routes:
 //! - `/digest`: the body's SHA-256 in hex, read chunk by chunk; headers
 //!   `x-length`, `x-echo` (the request's `x-echo`) and `x-trailers` (the
-//!   trailer fields it saw, `name=value` joined by `; `).
+//!   trailer fields it saw, `name=value` joined by `; `); a body that
+//!   fails is noted in [`Probe::body_errors`].
 //! - `/echo`: the body streamed back as it is read (size unknown: chunked,
 //!   and the request's trailers become the response's).
 //! - `/collect?limit=N`: `collect(N)`, answering the length, or its own 413.
 //! - `/ignore`: 200 without touching the body.
+//! - `/status?code=N&len=L`: status N with a body of L bytes.
 //! - `/stream?n=K`: K chunks, then a trailer `x-chunks: K`.
 //! - `/slow-stream`: a chunk now, then one every [`TICK`] for ever; counts
 //!   its drops in [`Probe::streams_dropped`].
@@ -32,7 +34,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -63,6 +65,8 @@ struct Probe {
     smuggled: AtomicUsize,
     /// `/slow-stream` bodies dropped.
     streams_dropped: AtomicUsize,
+    /// The errors `/digest` read its bodies to, in order.
+    body_errors: Mutex<Vec<BodyError>>,
 }
 
 impl Probe {
@@ -74,6 +78,12 @@ impl Probe {
     }
     fn streams_dropped(&self) -> usize {
         self.streams_dropped.load(Ordering::SeqCst)
+    }
+    fn body_errors(&self) -> Vec<BodyError> {
+        self.body_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -104,7 +114,7 @@ impl Routes {
         let path = req.uri().path().to_owned();
         let query = req.uri().query().unwrap_or("").to_owned();
         match path.as_str() {
-            "/digest" => digest(req).await,
+            "/digest" => digest(&probe, req).await,
             "/echo" => Response::new(Body::stream(req.into_body())),
             "/collect" => {
                 let limit = query_value(&query, "limit").unwrap_or(1 << 20);
@@ -118,6 +128,11 @@ impl Routes {
                 }
             }
             "/ignore" => text(StatusCode::OK, "ignored\n".to_owned()),
+            "/status" => {
+                let code = query_value(&query, "code").unwrap_or(200) as u16;
+                let body = "x".repeat(query_value(&query, "len").unwrap_or(0));
+                text(StatusCode::from_u16(code).unwrap(), body)
+            }
             "/stream" => Response::new(Body::stream(Chunks {
                 next: 0,
                 n: query_value(&query, "n").unwrap_or(3),
@@ -157,7 +172,7 @@ impl Routes {
 }
 
 /// `/digest`: SHA-256 of the body as read, chunk by chunk.
-async fn digest(req: Request) -> Response<Body> {
+async fn digest(probe: &Probe, req: Request) -> Response<Body> {
     let echo = req.headers().get("x-echo").cloned();
     let mut body = req.into_body();
     let mut sha = Sha256::new();
@@ -168,7 +183,11 @@ async fn digest(req: Request) -> Response<Body> {
                 len += bytes.len();
                 sha.update(&bytes);
             }
-            Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+            Err(e) => {
+                let mut errors = probe.body_errors.lock().unwrap_or_else(|p| p.into_inner());
+                errors.push(e);
+                return text(StatusCode::BAD_REQUEST, format!("{e}\n"));
+            }
         }
     }
     let trailers = body
@@ -452,6 +471,25 @@ fn content_length_body_reaches_the_service(driver: &str) {
     );
 }
 
+/// A body far larger than a read buffer and the socket buffers, at the
+/// default limit (1 MiB): read as it comes, the client writing meanwhile.
+fn large_body_is_read_as_it_comes(driver: &str) {
+    let app = App::start(driver);
+    let body = bytes_of(1 << 20, 10);
+    for raw in [
+        post("/digest", &body),
+        post_chunked("/digest", &body, &[65_536, 1000], &[]),
+    ] {
+        let mut s = app.connect();
+        let mut w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || w.write_all(&raw));
+        let answer = read_framed(&mut s, false);
+        writer.join().unwrap().unwrap();
+        assert_eq!(answer.response.status, 200);
+        assert_eq!(answer.response.body_text(), digest_of(&body));
+    }
+}
+
 fn chunked_body_reaches_the_service(driver: &str) {
     let app = App::start(driver);
     let body = bytes_of(3000, 2);
@@ -572,6 +610,7 @@ fn chunk_size_overflow_is_400_and_closes(driver: &str) {
     assert_eq!(answers[0].response.status, 400);
     assert!(answers[0].response.closes());
     assert_eq!(app.probe.smuggled(), 0);
+    assert_eq!(app.probe.body_errors(), [BodyError::Malformed]);
 }
 
 /// Refused from the head: the status, a close, and the service not called.
@@ -639,6 +678,12 @@ fn declared_length_past_the_limit_is_413_before_the_service_runs(driver: &str) {
     .into_bytes();
     raw.extend(bytes_of(MAX_BODY as usize + 1, 7));
     assert_refused_before_the_service(&app, &raw, 413);
+    // With Expect: the 413 alone, no 100 first (RFC 9110 §10.1.1).
+    let expecting = format!(
+        "POST /digest HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        MAX_BODY + 1
+    );
+    assert_refused_before_the_service(&app, expecting.as_bytes(), 413);
     // At the limit, it is read.
     let mut s = app.connect();
     let body = bytes_of(MAX_BODY as usize, 7);
@@ -668,6 +713,10 @@ fn chunked_body_growing_past_the_limit_is_413_and_closes(driver: &str) {
     assert_eq!(answers[0].response.status, 413);
     assert!(answers[0].response.closes());
     assert_eq!(app.probe.calls(), 1);
+    assert_eq!(
+        app.probe.body_errors(),
+        [BodyError::TooLarge { limit: MAX_BODY }]
+    );
 }
 
 fn body_read_timeout_is_408_and_closes(driver: &str) {
@@ -684,6 +733,27 @@ fn body_read_timeout_is_408_and_closes(driver: &str) {
     assert_eq!(answers.len(), 1, "{answers:?}");
     assert_eq!(answers[0].response.status, 408);
     assert!(answers[0].response.closes());
+    assert_eq!(app.probe.body_errors(), [BodyError::TimedOut]);
+}
+
+/// A client that closes in the middle of its body: nobody to answer, the
+/// service's read ends with `Closed`, and the worker serves on.
+fn client_leaving_mid_body_ends_it_with_closed(driver: &str) {
+    let app = App::start(driver);
+    let mut s = app.connect();
+    s.write_all(b"POST /digest HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc")
+        .unwrap();
+    assert!(wait_until(SETTLE, || app.probe.calls() == 1));
+    half_close(&s);
+    assert_eq!(assert_closed_after(&mut s), b"", "answered nobody");
+    assert!(wait_until(SETTLE, || app.probe.body_errors() == [BodyError::Closed]));
+    assert!(wait_until(SETTLE, || app.open_connections() == 0));
+    let mut other = app.connect();
+    other.write_all(&post("/digest", b"others")).unwrap();
+    assert_eq!(
+        read_framed(&mut other, false).response.body_text(),
+        digest_of(b"others")
+    );
 }
 
 // ---- Expect: 100-continue ----------------------------------------------
@@ -783,6 +853,28 @@ fn unread_large_declared_body_closes_the_connection(driver: &str) {
     assert!(answer.response.closes(), "{answer:?}");
     half_close(&s);
     assert_eq!(assert_closed_after(&mut s), b"");
+}
+
+/// An unread chunked body's size is found only by reading it: the answer
+/// leaves first (keep-alive, as far as it knows), then the discard stops at
+/// the bound (256 KiB) and closes; nothing after the body is answered.
+fn unread_chunked_body_past_the_discard_bound_closes(driver: &str) {
+    let app = App::start(driver);
+    let mut raw = post_chunked("/ignore", &bytes_of(300 * 1024, 11), &[8192], &[]);
+    raw.extend(b"GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut s = app.connect();
+    let mut w = s.try_clone().unwrap();
+    // The server stops reading part way: the write may fail, which is fine.
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(&raw);
+        half_close(&w);
+    });
+    let raw = assert_closed_after(&mut s);
+    writer.join().unwrap();
+    let answers = framed_all(&raw);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0].response.body_text(), "ignored\n");
+    assert_eq!(app.probe.smuggled(), 0);
 }
 
 // ---- Streamed responses ---------------------------------------------------
@@ -1100,6 +1192,7 @@ use property::a_body_split_anywhere_reads_the_same;
 
 driver_tests! {
     content_length_body_reaches_the_service,
+    large_body_is_read_as_it_comes,
     chunked_body_reaches_the_service,
     body_split_at_every_byte_reaches_the_service,
     pipelined_posts_are_answered_in_order,
@@ -1112,11 +1205,13 @@ driver_tests! {
     declared_length_past_the_limit_is_413_before_the_service_runs,
     chunked_body_growing_past_the_limit_is_413_and_closes,
     body_read_timeout_is_408_and_closes,
+    client_leaving_mid_body_ends_it_with_closed,
     continue_is_sent_when_the_service_reads,
     continue_is_not_sent_when_the_service_ignores_the_body,
     continue_is_not_sent_once_the_body_has_started,
     unread_small_body_is_discarded_and_the_connection_kept,
     unread_large_declared_body_closes_the_connection,
+    unread_chunked_body_past_the_discard_bound_closes,
     streamed_response_is_chunked_with_trailers,
     http10_client_gets_a_close_delimited_stream,
     head_of_a_stream_gets_no_body,
