@@ -902,6 +902,38 @@ fn streamed_response_is_chunked_with_trailers(driver: &str) {
     assert_eq!(empty.trailers, [("x-chunks".to_owned(), "0".to_owned())]);
 }
 
+/// 204 and 304 carry no body whatever the service gave, nor a length but
+/// the one a 200 would have had (RFC 9110 §8.6: a `Content-Length: 0` on
+/// a 304 would claim the representation is empty); a HEAD carries the
+/// length of the body the service gave, and not the body.
+fn bodiless_answers_send_no_body(driver: &str) {
+    let app = App::start(driver);
+    let mut s = app.connect();
+    let get = |s: &mut std::net::TcpStream, target: &str, method: &str| {
+        s.write_all(format!("{method} {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        read_framed(s, method == "HEAD").response
+    };
+    let no_content = get(&mut s, "/status?code=204&len=5", "GET");
+    assert_eq!(no_content.status, 204);
+    assert_eq!(no_content.header("content-length"), None);
+    assert_eq!(no_content.header("transfer-encoding"), None);
+    let not_modified = get(&mut s, "/status?code=304", "GET");
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(
+        not_modified.header("content-length"),
+        None,
+        "{not_modified:?}"
+    );
+    let with_length = get(&mut s, "/status?code=304&len=5", "GET");
+    assert_eq!(with_length.header("content-length"), Some("5"));
+    let head = get(&mut s, "/status?code=200&len=7", "HEAD");
+    assert_eq!(head.header("content-length"), Some("7"));
+    // Nothing of those bodies came: the next answer follows at once.
+    let next = get(&mut s, "/status?code=200&len=3", "GET");
+    assert_eq!(next.body, b"xxx");
+}
+
 /// HTTP/1.0 has no chunked coding: the body is the bytes until the close
 /// (and the trailers are not sent).
 fn http10_client_gets_a_close_delimited_stream(driver: &str) {
@@ -1213,6 +1245,7 @@ driver_tests! {
     unread_large_declared_body_closes_the_connection,
     unread_chunked_body_past_the_discard_bound_closes,
     streamed_response_is_chunked_with_trailers,
+    bodiless_answers_send_no_body,
     http10_client_gets_a_close_delimited_stream,
     head_of_a_stream_gets_no_body,
     client_leaving_mid_stream_drops_the_stream,
