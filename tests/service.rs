@@ -15,7 +15,8 @@
 //!   and the request's trailers become the response's).
 //! - `/collect?limit=N`: `collect(N)`, answering the length, or its own 413.
 //! - `/ignore`: 200 without touching the body.
-//! - `/status?code=N&len=L`: status N with a body of L bytes.
+//! - `/status?code=N&len=L`: status N with a body of L bytes (`&stream=1`:
+//!   of L chunks, its size unknown).
 //! - `/stream?n=K`: K chunks, then a trailer `x-chunks: K`.
 //! - `/slow-stream`: a chunk now, then one every [`TICK`] for ever; counts
 //!   its drops in [`Probe::streams_dropped`].
@@ -130,8 +131,17 @@ impl Routes {
             "/ignore" => text(StatusCode::OK, "ignored\n".to_owned()),
             "/status" => {
                 let code = query_value(&query, "code").unwrap_or(200) as u16;
-                let body = "x".repeat(query_value(&query, "len").unwrap_or(0));
-                text(StatusCode::from_u16(code).unwrap(), body)
+                let len = query_value(&query, "len").unwrap_or(0);
+                let mut resp = match query_value(&query, "stream") {
+                    Some(1) => Response::new(Body::stream(Chunks {
+                        next: 0,
+                        n: len,
+                        ended: false,
+                    })),
+                    _ => text(StatusCode::OK, "x".repeat(len)),
+                };
+                *resp.status_mut() = StatusCode::from_u16(code).unwrap();
+                resp
             }
             "/stream" => Response::new(Body::stream(Chunks {
                 next: 0,
@@ -927,6 +937,10 @@ fn bodiless_answers_send_no_body(driver: &str) {
     );
     let with_length = get(&mut s, "/status?code=304&len=5", "GET");
     assert_eq!(with_length.header("content-length"), Some("5"));
+    // A body of unknown size: no chunked coding is claimed for nothing.
+    let streamed = get(&mut s, "/status?code=304&len=2&stream=1", "GET");
+    assert_eq!(streamed.header("transfer-encoding"), None, "{streamed:?}");
+    assert_eq!(streamed.header("content-length"), None);
     let head = get(&mut s, "/status?code=200&len=7", "HEAD");
     assert_eq!(head.header("content-length"), Some("7"));
     // Nothing of those bodies came: the next answer follows at once.

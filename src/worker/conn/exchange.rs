@@ -265,8 +265,12 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
         };
         let delimit = match body.len() {
             _ if no_content => Delimit::Neither,
+            // RFC 9110 §8.6: a 304's length can only be its 200's; an empty
+            // body says nothing of that (`Content-Length: 0` would claim it).
+            Some(0) if status == ::http::StatusCode::NOT_MODIFIED => Delimit::Neither,
             Some(n) => Delimit::Length(n),
-            None if facts.head_method => Delimit::Neither,
+            // No body follows: nothing to delimit (and no chunked to claim).
+            None if bodiless => Delimit::Neither,
             None if facts.version == Version::Http11 => Delimit::Chunked,
             None => {
                 // HTTP/1.0 has no chunked coding: the close ends the body.
