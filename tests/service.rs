@@ -479,6 +479,9 @@ fn content_length_body_reaches_the_service(driver: &str) {
         read_framed(&mut s, false).response.body_text(),
         digest_of(b"again")
     );
+    // Idle between requests, the connection does not hold up the drain.
+    app.server.stop().expect("a clean drain");
+    assert_eq!(assert_closed_after(&mut s), b"");
 }
 
 /// A body far larger than a read buffer and the socket buffers, at the
@@ -498,6 +501,21 @@ fn large_body_is_read_as_it_comes(driver: &str) {
         assert_eq!(answer.response.status, 200);
         assert_eq!(answer.response.body_text(), digest_of(&body));
     }
+}
+
+/// `Connection: close` on a request with a body: answered after the body
+/// is read, with `Connection: close`, then the server closes.
+fn connection_close_is_honoured_after_the_body(driver: &str) {
+    let app = App::start(driver);
+    let mut s = app.connect();
+    s.write_all(
+        b"POST /digest HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
+    )
+    .unwrap();
+    let answers = framed_all(&assert_closed_after(&mut s));
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].response.body_text(), digest_of(b"abc"));
+    assert!(answers[0].response.closes());
 }
 
 fn chunked_body_reaches_the_service(driver: &str) {
@@ -744,6 +762,32 @@ fn body_read_timeout_is_408_and_closes(driver: &str) {
     assert_eq!(answers[0].response.status, 408);
     assert!(answers[0].response.closes());
     assert_eq!(app.probe.body_errors(), [BodyError::TimedOut]);
+}
+
+/// The body timeout is between two reads, not for the whole body: a body
+/// that trickles in for longer than it, never pausing that long, is read.
+fn a_trickling_body_is_read_past_the_body_timeout(driver: &str) {
+    let timeout = Duration::from_millis(1000);
+    let app = App::with(AppServer::builder().driver(driver).body_timeout(timeout));
+    let body = b"fifteen pieces.";
+    let mut s = app.connect();
+    s.write_all(
+        format!(
+            "POST /digest HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    for b in body {
+        std::thread::sleep(timeout / 10);
+        s.write_all(&[*b]).unwrap();
+    }
+    assert!(started.elapsed() > timeout);
+    let answer = read_framed(&mut s, false);
+    assert_eq!(answer.response.status, 200);
+    assert_eq!(answer.response.body_text(), digest_of(body));
 }
 
 /// A client that closes in the middle of its body: nobody to answer, the
@@ -1239,6 +1283,7 @@ use property::a_body_split_anywhere_reads_the_same;
 driver_tests! {
     content_length_body_reaches_the_service,
     large_body_is_read_as_it_comes,
+    connection_close_is_honoured_after_the_body,
     chunked_body_reaches_the_service,
     body_split_at_every_byte_reaches_the_service,
     pipelined_posts_are_answered_in_order,
@@ -1251,6 +1296,7 @@ driver_tests! {
     declared_length_past_the_limit_is_413_before_the_service_runs,
     chunked_body_growing_past_the_limit_is_413_and_closes,
     body_read_timeout_is_408_and_closes,
+    a_trickling_body_is_read_past_the_body_timeout,
     client_leaving_mid_body_ends_it_with_closed,
     continue_is_sent_when_the_service_reads,
     continue_is_not_sent_when_the_service_ignores_the_body,
