@@ -2,7 +2,9 @@
 //! ([`connect`], [`read_until_close`], [`stays_silent`]), a byte-exact
 //! response reader for any stream, plain or TLS ([`read_response`],
 //! [`read_response_from`]) and a parser for captured bytes
-//! ([`parse_responses`]), one-shot fetches that work before a server is
+//! ([`parse_responses`]), a reader of any framing a service's response may
+//! have: length, chunked with trailers, or close-delimited
+//! ([`read_framed`]), one-shot fetches that work before a server is
 //! ready ([`try_get`], [`first_answer`]), a reader that stalls a worker
 //! ([`slow_download`]), and the Prometheus series reader ([`metric`]).
 //!
@@ -262,6 +264,139 @@ fn parse_head(head: &[u8]) -> io::Result<Response> {
         headers,
         body: Vec::new(),
     })
+}
+
+/// A response read in whatever framing it came: its body decoded, and for
+/// a chunked one each chunk's data and the trailer fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framed {
+    /// The head, and the whole body in `body`.
+    pub response: Response,
+    /// How the body was delimited.
+    pub delimit: Delimit,
+    /// The data of each chunk, in order (chunked only).
+    pub chunks: Vec<Vec<u8>>,
+    /// The trailer fields (chunked only), names as sent.
+    pub trailers: Fields,
+}
+
+/// Fields in order, names as sent.
+pub type Fields = Vec<(String, String)>;
+
+/// How a response body ended (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delimit {
+    /// No body: HEAD, 1xx, 204, 304.
+    None,
+    Length,
+    Chunked,
+    /// Read until the server closed.
+    Close,
+}
+
+/// Read one response of any framing from `s`, byte-exact for length and
+/// chunked bodies (nothing after it is consumed); `head_request` for the
+/// answer to a HEAD. Panics on a timeout or malformed framing.
+pub fn read_framed(s: &mut impl Read, head_request: bool) -> Framed {
+    try_read_framed(s, head_request).unwrap_or_else(|e| panic!("reading a response: {e}"))
+}
+
+/// [`read_framed`], the failure returned.
+pub fn try_read_framed(s: &mut impl Read, head_request: bool) -> io::Result<Framed> {
+    let head = read_head(s).map_err(ReadError::into_io)?;
+    let mut response = parse_head(&head)?;
+    let status = response.status;
+    let chunked = response
+        .header("transfer-encoding")
+        .map(|te| te.eq_ignore_ascii_case("chunked"));
+    let length = response.header("content-length").map(str::to_owned);
+    let (delimit, chunks, trailers) =
+        if head_request || status < 200 || status == 204 || status == 304 {
+            (Delimit::None, Vec::new(), Vec::new())
+        } else {
+            match (chunked, length) {
+                (Some(false), _) => {
+                    return Err(io::Error::other(format!(
+                        "response coding other than chunked: {response:?}"
+                    )))
+                }
+                (Some(true), Some(_)) => {
+                    return Err(io::Error::other(format!(
+                        "response with Content-Length and Transfer-Encoding: {response:?}"
+                    )))
+                }
+                (Some(true), None) => {
+                    let (chunks, trailers) = read_chunks(s)?;
+                    response.body = chunks.concat();
+                    (Delimit::Chunked, chunks, trailers)
+                }
+                (None, Some(n)) => {
+                    let n: usize = n
+                        .parse()
+                        .map_err(|_| io::Error::other(format!("bad Content-Length {n:?}")))?;
+                    response.body = vec![0u8; n];
+                    s.read_exact(&mut response.body)?;
+                    (Delimit::Length, Vec::new(), Vec::new())
+                }
+                (None, None) => {
+                    s.read_to_end(&mut response.body)?;
+                    (Delimit::Close, Vec::new(), Vec::new())
+                }
+            }
+        };
+    Ok(Framed {
+        response,
+        delimit,
+        chunks,
+        trailers,
+    })
+}
+
+/// A chunked body after its head: each chunk's data, then the trailers.
+fn read_chunks(s: &mut impl Read) -> io::Result<(Vec<Vec<u8>>, Fields)> {
+    let mut chunks = Vec::new();
+    loop {
+        let line = read_line(s)?;
+        let size = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size, 16)
+            .map_err(|_| io::Error::other(format!("bad chunk size line {line:?}")))?;
+        if size == 0 {
+            break;
+        }
+        let mut data = vec![0u8; size + 2];
+        s.read_exact(&mut data)?;
+        if !data.ends_with(b"\r\n") {
+            return Err(io::Error::other("chunk data not followed by CRLF"));
+        }
+        data.truncate(size);
+        chunks.push(data);
+    }
+    let mut trailers = Vec::new();
+    loop {
+        let line = read_line(s)?;
+        if line.is_empty() {
+            return Ok((chunks, trailers));
+        }
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| io::Error::other(format!("bad trailer field {line:?}")))?;
+        trailers.push((name.to_owned(), value.trim().to_owned()));
+    }
+}
+
+/// One CRLF-ended line, a byte at a time, without its CRLF.
+fn read_line(s: &mut impl Read) -> io::Result<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte)?;
+        line.push(byte[0]);
+        if line.len() > 64 * 1024 {
+            return Err(io::Error::other("line over 64 KiB"));
+        }
+    }
+    line.truncate(line.len() - 2);
+    String::from_utf8(line).map_err(|_| io::Error::other("line not UTF-8"))
 }
 
 /// Parse every response in `bytes` (as returned by `send`), GET framing.

@@ -1,8 +1,12 @@
 //! The one harness of the integration tests: the real `servery` binary,
 //! started on port 0 over a temp docroot and spoken to with raw bytes over
-//! std `TcpStream`s (hyper's and ripgrep's test harnesses).
+//! std `TcpStream`s (hyper's and ripgrep's test harnesses); for services
+//! written in Rust, the library's own `Server` on a thread instead (`app`).
 //!
 //! Owns, by file:
+//! - `app`: [`AppServer`], the other kind of server: `servery::Server`
+//!   running a service written in Rust, on a thread of the test process
+//!   (the binary serves static files only), stopped and joined on drop.
 //! - `builder`: [`Builder`], what a server is started with: port 0 or given
 //!   ports, a temp docroot and its files, thread or process isolation, the
 //!   driver, TLS (self-signed or from files), an admin listener, the
@@ -41,6 +45,7 @@
 //! `unused_imports` allowances.
 #![allow(dead_code)]
 
+pub mod app;
 pub mod builder;
 pub mod http;
 pub mod process;
@@ -53,6 +58,7 @@ use std::time::{Duration, Instant};
 // What the suites reach as `common::NAME`; each binary uses a subset.
 #[allow(unused_imports)]
 pub use self::{
+    app::{AppBuilder, AppServer},
     builder::Builder,
     http::*,
     process::{run_bounded, servery, Tag},

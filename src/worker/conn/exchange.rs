@@ -13,9 +13,11 @@
 //! 3. Frame the response: no body for HEAD, 1xx, 204 and 304;
 //!    `Content-Length` when its size is known; chunked otherwise on HTTP/1.1;
 //!    close-delimited on HTTP/1.0. A body whose one frame is ready at once
-//!    leaves with the head in one write. A stream is written one frame at a
-//!    time, each before the next is polled; a client that goes away ends
-//!    the response and drops the service's future and body.
+//!    leaves with the head in one write; one that panics on that first poll
+//!    is answered 500 and closes, as a panic in `call` is. A stream is
+//!    written one frame at a time, each before the next is polled; a client
+//!    that goes away ends the response and drops the service's future and
+//!    body.
 //! 4. A body that failed (malformed, too large, timed out) replaces the
 //!    service's answer with the refusal, if the head has not left yet, and
 //!    closes the connection. What of the body the service left unread is
@@ -255,13 +257,28 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 First::Stream(s) => Body {
                     kind: Kind::Stream(s),
                 },
+                First::Panicked => {
+                    // Nothing has left yet: answered as a panic in `call` is.
+                    WorkerStats::add(&ctx.stats.handler_panics, 1);
+                    tracing::error!(
+                        "response body panicked before its head: answered 500 and closed the connection"
+                    );
+                    *persist = Persistence::Close;
+                    let answer = on_error(&Refusal::HandlerPanicked);
+                    push(ctx, &mut self.output, &answer, Persistence::Close, true);
+                    return Send::Nothing;
+                }
             },
             _ => body,
         };
         let delimit = match body.len() {
             _ if no_content => Delimit::Neither,
+            // RFC 9110 §8.6: a 304's length can only be its 200's; an empty
+            // body says nothing of that (`Content-Length: 0` would claim it).
+            Some(0) if status == ::http::StatusCode::NOT_MODIFIED => Delimit::Neither,
             Some(n) => Delimit::Length(n),
-            None if facts.head_method => Delimit::Neither,
+            // No body follows: nothing to delimit (and no chunked to claim).
+            None if bodiless => Delimit::Neither,
             None if facts.version == Version::Http11 => Delimit::Chunked,
             None => {
                 // HTTP/1.0 has no chunked coding: the close ends the body.
@@ -445,6 +462,8 @@ enum First {
     /// Not that: send it as a stream (a frame already taken is put back
     /// in front).
     Stream(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>),
+    /// It panicked (dropped, never polled again).
+    Panicked,
 }
 
 /// Poll `body` once with a waker that does nothing (a pending body is
@@ -473,8 +492,7 @@ fn first_frame(mut body: Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxEr
             rest: body,
         })),
         Ok(Poll::Pending) => First::Stream(body),
-        // Polled again by the writer, which catches it again and closes.
-        Err(_) => First::Stream(body),
+        Err(_) => First::Panicked,
     }
 }
 

@@ -113,12 +113,16 @@ impl Intake {
         expect_continue: bool,
         max_body: u64,
     ) -> Intake {
+        // Bytes after the head are the body's (`feed` is `None` for a request
+        // without one): the client has started sending it, so no 100 is owed
+        // (RFC 9110 §10.1.1), nor sent later before the read of its rest.
+        let body_started = off < buf.len();
         Intake {
             decoder,
             buf,
             off,
             feed,
-            expect_continue,
+            expect_continue: expect_continue && !body_started,
             failure: None,
             max_body,
         }
