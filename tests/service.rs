@@ -830,8 +830,11 @@ fn continue_is_sent_when_the_service_reads(driver: &str) {
     assert_eq!(answer.response.body_text(), digest_of(b"body"));
 }
 
-/// The service never reads: the final answer comes at once, no 100, and
-/// the body the client sends after it is discarded, not parsed.
+/// The service never reads: the final answer comes at once, no 100, with
+/// `Connection: close`. The client may never send a body it was not asked
+/// for (curl does not), so the server cannot tell a late body from the next
+/// request: it closes rather than discards, and a body sent anyway is
+/// lingered away, never parsed as a request.
 fn continue_is_not_sent_when_the_service_ignores_the_body(driver: &str) {
     let app = App::start(driver);
     let mut s = app.connect();
@@ -844,10 +847,11 @@ fn continue_is_not_sent_when_the_service_ignores_the_body(driver: &str) {
     let answer = read_framed(&mut s, false);
     assert_eq!(answer.response.status, 200, "{answer:?}");
     assert_eq!(answer.response.body_text(), "ignored\n");
+    assert!(answer.response.closes(), "{answer:?}");
     s.write_all(body).unwrap();
-    s.write_all(&post("/digest", b"next")).unwrap();
-    let next = read_framed(&mut s, false);
-    assert_eq!(next.response.body_text(), digest_of(b"next"));
+    let _ = s.write_all(&post("/digest", b"next"));
+    let rest = read_until_close(&mut s, IO_TIMEOUT).expect("the server closes the connection");
+    assert!(rest.is_empty(), "answered after the close");
     assert_eq!(app.probe.smuggled(), 0);
 }
 
