@@ -119,8 +119,15 @@ impl Routes {
             "/echo" => Response::new(Body::stream(req.into_body())),
             "/collect" => {
                 let limit = query_value(&query, "limit").unwrap_or(1 << 20);
-                match req.into_body().collect(limit).await {
-                    Ok(body) => text(StatusCode::OK, format!("len={}\n", body.len())),
+                let mut body = req.into_body();
+                match body.collect(limit).await {
+                    Ok(bytes) => {
+                        let trailers = body.trailers().map_or(0, |t| t.len());
+                        text(
+                            StatusCode::OK,
+                            format!("len={} trailers={trailers}\n", bytes.len()),
+                        )
+                    }
                     Err(BodyError::TooLarge { limit }) => text(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         format!("service limit {limit}\n"),
@@ -141,6 +148,10 @@ impl Routes {
                     _ => text(StatusCode::OK, "x".repeat(len)),
                 };
                 *resp.status_mut() = StatusCode::from_u16(code).unwrap();
+                if let Some(n) = query_value(&query, "declared") {
+                    resp.headers_mut()
+                        .insert(http::header::CONTENT_LENGTH, n.to_string().parse().unwrap());
+                }
                 resp
             }
             "/stream" => Response::new(Body::stream(Chunks {
@@ -599,7 +610,7 @@ fn chunked_trailers_reach_the_service(driver: &str) {
     );
 }
 
-/// `collect` joins the chunks; past the service's own limit the service
+/// `collect` joins the chunks (and leaves the trailers readable); past the service's own limit the service
 /// answers for itself and the connection stays (the rest is discarded).
 fn collect_reads_the_whole_body_within_its_limit(driver: &str) {
     let app = App::start(driver);
@@ -608,10 +619,14 @@ fn collect_reads_the_whole_body_within_its_limit(driver: &str) {
         "/collect?limit=100",
         &bytes_of(100, 6),
         &[10],
-        &[],
+        &[("X-Sum", "1"), ("X-Count", "10")],
     ))
     .unwrap();
-    assert_eq!(read_framed(&mut s, false).response.body_text(), "len=100\n");
+    // The trailers are still there once `collect` has read to the end.
+    assert_eq!(
+        read_framed(&mut s, false).response.body_text(),
+        "len=100 trailers=2\n"
+    );
     s.write_all(&post("/collect?limit=100", &bytes_of(101, 6)))
         .unwrap();
     let refused = read_framed(&mut s, false);
@@ -991,6 +1006,16 @@ fn bodiless_answers_send_no_body(driver: &str) {
     assert_eq!(streamed.header("content-length"), None);
     let head = get(&mut s, "/status?code=200&len=7", "HEAD");
     assert_eq!(head.header("content-length"), Some("7"));
+    // A HEAD answered with no body says no length, unless the service
+    // states the GET's itself; a GET's own length is the body's, whatever
+    // the service claims.
+    let bare = get(&mut s, "/status?code=200&len=0", "HEAD");
+    assert_eq!(bare.header("content-length"), None, "{bare:?}");
+    let declared = get(&mut s, "/status?code=200&len=0&declared=4096", "HEAD");
+    assert_eq!(declared.header("content-length"), Some("4096"));
+    let claimed = get(&mut s, "/status?code=200&len=2&declared=9", "GET");
+    assert_eq!(claimed.header("content-length"), Some("2"));
+    assert_eq!(claimed.body, b"xx");
     // Nothing of those bodies came: the next answer follows at once.
     let next = get(&mut s, "/status?code=200&len=3", "GET");
     assert_eq!(next.body, b"xxx");

@@ -156,8 +156,9 @@ impl RequestBody {
     }
 
     /// The whole body, refusing one past `limit` bytes (the limit is the
-    /// service's, on top of the server's `--max-body-bytes`).
-    pub async fn collect(mut self, limit: usize) -> Result<Bytes, BodyError> {
+    /// service's, on top of the server's `--max-body-bytes`). Borrows the
+    /// body, so [`RequestBody::trailers`] can be read after it.
+    pub async fn collect(&mut self, limit: usize) -> Result<Bytes, BodyError> {
         let mut first: Option<Bytes> = None;
         let mut more = BytesMut::new();
         let mut len = 0usize;

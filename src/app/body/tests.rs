@@ -118,7 +118,7 @@ fn a_failure_reaches_the_reader_after_what_was_handed_over() {
 
 /// Drive `collect` against a feed that hands over `chunks` as asked.
 fn collect_fed(chunks: &[&'static str], limit: usize) -> Result<Bytes, BodyError> {
-    let (feed, body) = RequestBody::channel();
+    let (feed, mut body) = RequestBody::channel();
     let mut collecting = pin!(body.collect(limit));
     let mut rest = chunks.iter();
     let mut feed = Some(feed);
@@ -145,7 +145,7 @@ fn collect_fed(chunks: &[&'static str], limit: usize) -> Result<Bytes, BodyError
 fn collect_joins_chunks_and_keeps_a_single_one_uncopied() {
     assert_eq!(collect_fed(&["ab", "cd", "e"], 10), Ok(bytes("abcde")));
     let only = Bytes::from_static(b"solo");
-    let (feed, body) = RequestBody::channel();
+    let (feed, mut body) = RequestBody::channel();
     let mut collecting = pin!(body.collect(10));
     assert!(poll_once(collecting.as_mut()).is_pending());
     feed.push(only.clone());

@@ -271,11 +271,21 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             },
             _ => body,
         };
+        // HEAD and 304 send no body: a `Content-Length` the service set
+        // itself describes the GET's (RFC 9110 §8.6, §9.3.2) and is kept.
+        let declared = parts
+            .headers
+            .get(::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|_| bodiless);
         let delimit = match body.len() {
             _ if no_content => Delimit::Neither,
-            // RFC 9110 §8.6: a 304's length can only be its 200's; an empty
-            // body says nothing of that (`Content-Length: 0` would claim it).
-            Some(0) if status == ::http::StatusCode::NOT_MODIFIED => Delimit::Neither,
+            _ if declared.is_some() => Delimit::Length(declared.unwrap_or(0)),
+            // RFC 9110 §8.6: a 304's (or a HEAD's) length can only be its
+            // 200's; an empty body says nothing of that (`Content-Length: 0`
+            // would claim it).
+            Some(0) if bodiless => Delimit::Neither,
             Some(n) => Delimit::Length(n),
             // No body follows: nothing to delimit (and no chunked to claim).
             None if bodiless => Delimit::Neither,
