@@ -33,14 +33,14 @@ use bytes::Bytes;
 use http_body::Body as _;
 
 use super::dispatch::{self, CatchUnwind};
-use super::h1::{persistence, push, Conn, Taken};
+use super::h1::{persistence, Conn, Taken};
 use super::intake::{Failure, Intake};
 use super::transport::Transport;
 use crate::app::body::Want;
 use crate::app::response::Kind;
 use crate::app::{head, into_body, Body, BoxError, Request, RequestBody, Service};
 use crate::http::body::Framing;
-use crate::http::error::{on_error, Refusal};
+use crate::http::error::Refusal;
 use crate::http::response::{write_service_head, Delimit};
 use crate::http::{self, Persistence, Version};
 use crate::telemetry::WorkerStats;
@@ -112,13 +112,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             Ok(p) => p,
             Err((refusal, at)) => {
                 self.thaw(frozen, at);
-                push(
-                    ctx,
-                    &mut self.output,
-                    &on_error(&refusal),
-                    Persistence::Close,
-                    true,
-                );
+                self.refuse(&refusal);
                 return Taken::Close { linger: true };
             }
         };
@@ -179,18 +173,11 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 return Taken::Close { linger: false };
             }
             (Some(Some(refusal)), _) => {
-                push(
-                    ctx,
-                    &mut self.output,
-                    &on_error(&refusal),
-                    Persistence::Close,
-                    true,
-                );
+                self.refuse(&refusal);
                 true
             }
             (None, None) => {
-                let answer = on_error(&Refusal::HandlerPanicked);
-                push(ctx, &mut self.output, &answer, Persistence::Close, true);
+                self.refuse(&Refusal::HandlerPanicked);
                 !intake.is_done()
             }
             (None, Some(response)) => {
@@ -206,13 +193,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 if persist == Persistence::Close {
                     !intake.is_done()
                 } else {
-                    if !self.output.is_empty()
-                        && self
-                            .output
-                            .flush(&mut self.stream, settings.send_timeout)
-                            .await
-                            .is_err()
-                    {
+                    if !self.flush().await {
                         self.thaw_intake(intake);
                         return Taken::Close { linger: false };
                     }
@@ -264,8 +245,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                         "response body panicked before its head: answered 500 and closed the connection"
                     );
                     *persist = Persistence::Close;
-                    let answer = on_error(&Refusal::HandlerPanicked);
-                    push(ctx, &mut self.output, &answer, Persistence::Close, true);
+                    self.refuse(&Refusal::HandlerPanicked);
                     return Send::Nothing;
                 }
             },
@@ -341,13 +321,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
         let mut sent: u64 = 0;
         loop {
             // The head, or the last frame, leaves before the next is polled.
-            if !self.output.is_empty()
-                && self
-                    .output
-                    .flush(&mut self.stream, settings.send_timeout)
-                    .await
-                    .is_err()
-            {
+            if !self.flush().await {
                 return false;
             }
             let next = {
@@ -378,7 +352,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                     return match delimit {
                         Delimit::Chunked => {
                             self.output.push_mem(Bytes::from_static(b"0\r\n\r\n"));
-                            self.flush_last().await
+                            self.flush().await
                         }
                         Delimit::Length(n) => sent == n,
                         Delimit::Neither => true,
@@ -421,20 +395,12 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                             }
                             block.extend_from_slice(b"\r\n");
                             self.output.push_mem(Bytes::from(block));
-                            return self.flush_last().await;
+                            return self.flush().await;
                         }
                     }
                 },
             }
         }
-    }
-
-    /// Write the end of a stream.
-    async fn flush_last(&mut self) -> bool {
-        self.output
-            .flush(&mut self.stream, self.ctx.settings.send_timeout)
-            .await
-            .is_ok()
     }
 
     /// Put received bytes from `at` back as the input.

@@ -167,31 +167,18 @@ pub(super) struct Conn<'c, H, S> {
 impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// Serve until the connection closes or idles past the grace.
     async fn run(&mut self, registration: &Registration) -> Busy {
-        let settings = self.ctx.settings;
         loop {
             // 1. Answer what is complete in the buffer: the borrowed-head
             // answers at once, a service's `call` after what is queued.
             let mut taken = self.take_requests();
             if taken == Taken::Call {
-                if !self.output.is_empty()
-                    && self
-                        .output
-                        .flush(&mut self.stream, settings.send_timeout)
-                        .await
-                        .is_err()
-                {
+                if !self.flush().await {
                     return Busy::Closed;
                 }
                 taken = self.exchange().await;
             }
             // 2. Write it.
-            if !self.output.is_empty()
-                && self
-                    .output
-                    .flush(&mut self.stream, settings.send_timeout)
-                    .await
-                    .is_err()
-            {
+            if !self.flush().await {
                 return Busy::Closed;
             }
             // 3. Decide.
@@ -221,6 +208,28 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 }
             }
         }
+    }
+
+    /// Write what is queued, if anything; `false` when the connection must
+    /// close (the client is gone or too slow).
+    pub(super) async fn flush(&mut self) -> bool {
+        self.output.is_empty()
+            || self
+                .output
+                .flush(&mut self.stream, self.ctx.settings.send_timeout)
+                .await
+                .is_ok()
+    }
+
+    /// Queue the answer to `refusal`, after which the connection closes.
+    pub(super) fn refuse(&mut self, refusal: &Refusal) {
+        push(
+            self.ctx,
+            &mut self.output,
+            &on_error(refusal),
+            Persistence::Close,
+            true,
+        );
     }
 
     /// Take and answer every complete request buffered, until the input
@@ -289,13 +298,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 }
             };
             if let Some(refusal) = refusal {
-                push(
-                    ctx,
-                    &mut self.output,
-                    &on_error(&refusal),
-                    Persistence::Close,
-                    true,
-                );
+                self.refuse(&refusal);
                 return Taken::Close { linger: true };
             }
             self.served_any = true;
