@@ -389,6 +389,17 @@ impl App {
     fn open_connections(&self) -> u64 {
         self.server.counter(|s| &s.connections_open)
     }
+
+    /// The connection a test abandoned is closed, and a new one is served.
+    fn assert_gone_and_others_served(&self) {
+        assert!(wait_until(SETTLE, || self.open_connections() == 0));
+        let mut other = self.connect();
+        other.write_all(&post("/digest", b"others")).unwrap();
+        assert_eq!(
+            read_framed(&mut other, false).response.body_text(),
+            digest_of(b"others")
+        );
+    }
 }
 
 /// A POST of `body` to `path` with a Content-Length.
@@ -816,13 +827,7 @@ fn client_leaving_mid_body_ends_it_with_closed(driver: &str) {
     half_close(&s);
     assert_eq!(assert_closed_after(&mut s), b"", "answered nobody");
     assert!(wait_until(SETTLE, || app.probe.body_errors() == [BodyError::Closed]));
-    assert!(wait_until(SETTLE, || app.open_connections() == 0));
-    let mut other = app.connect();
-    other.write_all(&post("/digest", b"others")).unwrap();
-    assert_eq!(
-        read_framed(&mut other, false).response.body_text(),
-        digest_of(b"others")
-    );
+    app.assert_gone_and_others_served();
 }
 
 // ---- Expect: 100-continue ----------------------------------------------
@@ -1074,13 +1079,7 @@ fn client_leaving_mid_stream_drops_the_stream(driver: &str) {
         wait_until(SETTLE, || app.probe.streams_dropped() == 1),
         "the stream outlived its client"
     );
-    assert!(wait_until(SETTLE, || app.open_connections() == 0));
-    let mut other = app.connect();
-    other.write_all(&post("/digest", b"others")).unwrap();
-    assert_eq!(
-        read_framed(&mut other, false).response.body_text(),
-        digest_of(b"others")
-    );
+    app.assert_gone_and_others_served();
 }
 
 /// `/echo` answers each chunk as it is read: the first comes back before
