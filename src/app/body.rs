@@ -1,7 +1,7 @@
 //! A request body an app pulls, and the connection's end that feeds it.
 //!
 //! Owns the hand-over between a service reading a body ([`RequestBody`])
-//! and the connection that reads the socket ([`Feed`]), both on the
+//! and the connection that reads the socket (`Feed`), both on the
 //! worker's thread. The rule is pull: the connection reads (and decodes)
 //! body bytes only once the reader asks for them and is waiting, and hands
 //! over one chunk at a time, so a body is never read ahead of the service
