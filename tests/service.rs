@@ -66,6 +66,8 @@ struct Probe {
     smuggled: AtomicUsize,
     /// `/slow-stream` bodies dropped.
     streams_dropped: AtomicUsize,
+    /// `/wait` calls dropped before they answered.
+    waits_dropped: AtomicUsize,
     /// The errors `/digest` read its bodies to, in order.
     body_errors: Mutex<Vec<BodyError>>,
 }
@@ -79,6 +81,9 @@ impl Probe {
     }
     fn streams_dropped(&self) -> usize {
         self.streams_dropped.load(Ordering::SeqCst)
+    }
+    fn waits_dropped(&self) -> usize {
+        self.waits_dropped.load(Ordering::SeqCst)
     }
     fn body_errors(&self) -> Vec<BodyError> {
         self.body_errors
@@ -164,6 +169,20 @@ impl Routes {
                 sleep: None,
                 probe,
             })),
+            "/wait" => {
+                /// Counts the call dropped if it is, before it answers.
+                struct Dropped(Arc<Probe>);
+                impl Drop for Dropped {
+                    fn drop(&mut self) {
+                        self.0.waits_dropped.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                let guard = Dropped(probe.clone());
+                let ms = query_value(&query, "ms").unwrap_or(10_000);
+                monoio::time::sleep(Duration::from_millis(ms as u64)).await;
+                std::mem::forget(guard);
+                text(StatusCode::OK, "waited\n".to_owned())
+            }
             "/panic-later" => {
                 monoio::time::sleep(Duration::from_millis(1)).await;
                 // Still reading the body, so the panic leaves it unfinished.
@@ -1082,6 +1101,33 @@ fn client_leaving_mid_stream_drops_the_stream(driver: &str) {
     app.assert_gone_and_others_served();
 }
 
+/// A client that closes while its service is still at work (before any of
+/// the response): the service's future is dropped at once, not run to its
+/// end; a pipelined request behind a slow one is no sign of leaving, and is
+/// answered after it.
+fn client_leaving_during_a_call_drops_it(driver: &str) {
+    let app = App::start(driver);
+    let mut s = app.connect();
+    s.write_all(b"GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(SETTLE, || app.probe.calls() == 1));
+    drop(s);
+    assert!(
+        wait_until(SETTLE, || app.probe.waits_dropped() == 1),
+        "the call outlived its client"
+    );
+    app.assert_gone_and_others_served();
+    let mut s = app.connect();
+    s.write_all(
+        b"GET /wait?ms=200 HTTP/1.1\r\nHost: t\r\n\r\nGET /wait?ms=1 HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        assert_eq!(read_framed(&mut s, false).response.body_text(), "waited\n");
+    }
+    assert_eq!(app.probe.waits_dropped(), 1);
+}
+
 /// `/echo` answers each chunk as it is read: the first comes back before
 /// the client sends the second; the request's trailers end the response.
 fn echo_streams_the_body_back(driver: &str) {
@@ -1334,6 +1380,7 @@ driver_tests! {
     unread_chunked_body_past_the_discard_bound_closes,
     streamed_response_is_chunked_with_trailers,
     bodiless_answers_send_no_body,
+    client_leaving_during_a_call_drops_it,
     http10_client_gets_a_close_delimited_stream,
     head_of_a_stream_gets_no_body,
     client_leaving_mid_stream_drops_the_stream,

@@ -68,6 +68,25 @@ pub fn stream_fd(stream: &monoio::net::TcpStream) -> BorrowedFd<'_> {
     unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) }
 }
 
+/// Whether the peer of a readable connection has closed it (or reset it):
+/// a one-byte `MSG_PEEK` that does not wait, so bytes that did arrive (a
+/// pipelined request) stay queued for the next read. `false` when bytes
+/// are waiting or nothing is (a spurious wake-up).
+pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    let mut byte = [0u8; 1];
+    match recv(
+        fd.as_raw_fd(),
+        &mut byte,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => false,
+        Err(_) => true,
+    }
+}
+
 /// The socket of a monoio listener, borrowed for as long as it is.
 pub fn listener_fd(listener: &monoio::net::TcpListener) -> BorrowedFd<'_> {
     // SAFETY: a monoio TcpListener owns its socket until it is dropped, and

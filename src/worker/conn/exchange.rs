@@ -8,7 +8,9 @@
 //!    Framing errors are answered as in `h1` (400, 413 before the service
 //!    runs, then close).
 //! 2. Call the service and poll its future, serving each of its body wants
-//!    in between (`intake`). Its answer is written once it comes (the
+//!    in between (`intake`). A call that does not answer at once races the
+//!    connection's readiness too, once the body is in: a client that closed
+//!    (a peek reads EOF) drops the future. Its answer is written once it comes (the
 //!    earlier pipelined responses were written before the call).
 //! 3. Frame the response: no body for HEAD, 1xx, 204 and 304;
 //!    `Content-Length` when its size is known; chunked otherwise on HTTP/1.1;
@@ -25,7 +27,7 @@
 //! 5. Thaw: the bytes after the request go back to the input (the buffer
 //!    itself, unless the service kept a piece of it).
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::task::Poll;
 
@@ -138,18 +140,38 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
         let timeouts = (settings.body_timeout, settings.send_timeout);
         let answered = {
             let mut call = pin!(dispatch::call(ctx, request));
-            loop {
-                let next = monoio::select! {
-                    r = &mut call => Ok(r),
-                    w = intake.want() => Err(w),
-                };
-                match next {
-                    Ok(r) => break r,
-                    Err(Want::More) => intake.feed(&mut self.stream, &ctx.pool, timeouts).await,
-                    Err(Want::Gone) => intake.gone(),
-                }
+            // Most services answer at once: no race is armed for them.
+            match poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
+                Poll::Ready(r) => r,
+                Poll::Pending => loop {
+                    // A client that leaves while the service is still at
+                    // work is watched for once its body is in (plain TCP:
+                    // readiness, then a peek that leaves pipelined bytes
+                    // queued), so its future is dropped, not run on.
+                    let watch = intake.is_done() && !intake.has_rest() && !self.watched_out;
+                    let next = monoio::select! {
+                        r = &mut call => Event::Answered(r),
+                        w = intake.want() => Event::Want(w),
+                        gone = client_gone(&mut self.stream, watch) => Event::Client { gone },
+                    };
+                    match next {
+                        Event::Answered(r) => break r,
+                        Event::Want(Want::More) => {
+                            intake.feed(&mut self.stream, &ctx.pool, timeouts).await
+                        }
+                        Event::Want(Want::Gone) => intake.gone(),
+                        Event::Client { gone: false } => self.watched_out = true,
+                        Event::Client { gone: true } => {
+                            tracing::debug!("client left while its service was at work");
+                            self.watched_out = false;
+                            self.thaw_intake(intake);
+                            return Taken::Close { linger: false };
+                        }
+                    }
+                },
             }
         };
+        self.watched_out = false;
 
         // 3-4. The answer, or the refusal that replaces it.
         let (response, panicked) = match answered {
@@ -428,6 +450,31 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
     fn thaw_intake(&mut self, intake: Intake) {
         let (buf, off) = intake.into_rest();
         self.thaw(buf, off);
+    }
+}
+
+/// What woke a pending call.
+enum Event<R> {
+    /// The service answered.
+    Answered(R),
+    /// The service wants its body, or dropped it.
+    Want(Want),
+    /// The connection became readable: the client left, or sent more.
+    Client { gone: bool },
+}
+
+/// Whether the client has gone (EOF or reset), once the connection is
+/// readable; pending forever when not `watch`ing, or over TLS (whose
+/// readiness may be its own records). `false`: bytes came (a pipelined
+/// request), so readiness says nothing more until they are read.
+async fn client_gone<T: Transport>(stream: &mut T, watch: bool) -> bool {
+    let tcp = match stream.tcp() {
+        Some(tcp) if watch => tcp,
+        _ => return std::future::pending().await,
+    };
+    match tcp.readable(false).await {
+        Ok(()) => crate::sys::socket::peer_closed(crate::sys::socket::stream_fd(tcp)),
+        Err(_) => true,
     }
 }
 

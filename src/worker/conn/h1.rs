@@ -96,6 +96,7 @@ pub(crate) async fn serve<H: Service, S: Transport>(
         head_started: Instant::now(),
         grace: Canceller::new(),
         facts,
+        watched_out: false,
     };
     // The busy loop is boxed: its state (writes, timers, lingering) is most
     // of a connection's future, and only the small idle wait below stays
@@ -162,6 +163,9 @@ pub(super) struct Conn<'c, H, S> {
     grace: Canceller,
     /// Where the connection came from, for the service's requests.
     pub(super) facts: Connection,
+    /// Pipelined bytes wait in the socket: readiness cannot tell that the
+    /// client left until they are read (`exchange`'s watch is off).
+    pub(super) watched_out: bool,
 }
 
 impl<H: Service, S: Transport> Conn<'_, H, S> {

@@ -134,6 +134,12 @@ impl Intake {
         (self.buf, self.off)
     }
 
+    /// Whether bytes past what is decoded are buffered (after a finished
+    /// body: the next, pipelined, request).
+    pub(super) fn has_rest(&self) -> bool {
+        self.off < self.buf.len()
+    }
+
     /// Whether the whole body has been taken.
     pub(super) fn is_done(&self) -> bool {
         self.decoder.is_done()
