@@ -167,14 +167,10 @@ pub(super) fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
 
     use super::*;
-    use crate::cli::{Cli, Command};
-
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("servery-load").chain(args.iter().copied()))
-    }
+    use crate::cli::tests::parse;
+    use crate::cli::Command;
 
     #[test]
     fn matrix_defaults_are_the_seed_and_quick_shortens_them() {

@@ -306,10 +306,12 @@ fn run_load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    /// The command line `servery-load ARGS...`, parsed (shared with the
+    /// matrix flags' tests).
+    pub(crate) fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("servery-load").chain(args.iter().copied()))
     }
 
