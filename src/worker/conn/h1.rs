@@ -179,7 +179,12 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 if !self.flush().await {
                     return Busy::Closed;
                 }
-                taken = self.exchange().await;
+                // Boxed: a service call's state (its future, the body
+                // intake, a streamed response) would otherwise widen the
+                // busy loop of every connection, static ones included, and
+                // the loop's box is what a busy connection holds. One
+                // allocation per call, beside the service's own.
+                taken = Box::pin(self.exchange()).await;
             }
             // 2. Write it.
             if !self.flush().await {
