@@ -26,6 +26,11 @@
 //!    discarded within `intake`'s bound, or the connection closes.
 //! 5. Thaw: the bytes after the request go back to the input (the buffer
 //!    itself, unless the service kept a piece of it).
+//!
+//! The exchange runs inside every connection's busy loop, so its own state
+//! is kept small: what only some requests need (reading a body, streaming
+//! a response, discarding an unread rest) is boxed where it is awaited,
+//! and a request that needs none of it allocates none of it.
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
@@ -157,7 +162,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                     match next {
                         Event::Answered(r) => break r,
                         Event::Want(Want::More) => {
-                            intake.feed(&mut self.stream, &ctx.pool, timeouts).await
+                            Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await
                         }
                         Event::Want(Want::Gone) => intake.gone(),
                         Event::Client { gone: false } => self.watched_out = true,
@@ -207,7 +212,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 let body = into_body(body);
                 let send = self.queue_head(&parts, body, &facts, &mut persist);
                 if let Send::Stream(body, delimit) = send {
-                    if !self.stream_body(body, delimit, &mut intake).await {
+                    if !Box::pin(self.stream_body(body, delimit, &mut intake)).await {
                         self.thaw_intake(intake);
                         return Taken::Close { linger: false };
                     }
@@ -220,7 +225,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                         return Taken::Close { linger: false };
                     }
                     if !intake.is_done()
-                        && !intake.discard(&mut self.stream, &ctx.pool, timeouts).await
+                        && !Box::pin(intake.discard(&mut self.stream, &ctx.pool, timeouts)).await
                     {
                         persist = Persistence::Close;
                     }
@@ -355,7 +360,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             };
             let frame = match next {
                 Err(Want::More) => {
-                    intake.feed(&mut self.stream, &ctx.pool, timeouts).await;
+                    Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await;
                     continue;
                 }
                 Err(Want::Gone) => {

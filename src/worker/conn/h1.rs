@@ -179,11 +179,12 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 if !self.flush().await {
                     return Busy::Closed;
                 }
-                // Boxed: a service call's state (its future, the body
-                // intake, a streamed response) would otherwise widen the
+                // Boxed: a call's state (the service's future, the request
+                // and its response on the way) would otherwise widen the
                 // busy loop of every connection, static ones included, and
-                // the loop's box is what a busy connection holds. One
-                // allocation per call, beside the service's own.
+                // that loop's box is what each busy connection holds. Its
+                // rare parts are boxed inside (see `exchange`), so what is
+                // moved here per call stays small.
                 taken = Box::pin(self.exchange()).await;
             }
             // 2. Write it.
