@@ -8,7 +8,7 @@
 //!
 //! Flow:
 //! 1. Every request goes to the service: [`respond_to_head`] for a service
-//!    that answers from the borrowed head (the static files), [`call`]
+//!    that answers from the borrowed head (the static files), [`start`]
 //!    otherwise. A panic in the service, in its `call` or while its future
 //!    is polled, is caught here: the request is answered 500, the connection
 //!    is closed after it (whatever it was in the middle of cannot be
@@ -62,33 +62,31 @@ pub(crate) fn respond_to_head<S: Service>(ctx: &Ctx<S>, head: &Head<'_>) -> Opti
     }
 }
 
-/// Call the service with `req`; the future resolves to `Err` (the panic
-/// already counted and logged) if the service panicked.
-pub(crate) fn call<'c, S: Service>(
-    ctx: &'c Ctx<S>,
+/// Call the service with `req`: its future, or `None` if `call` itself
+/// panicked (counted and logged). The caller pins the future where it
+/// keeps it and polls it through [`CatchUnwind`], calling [`panicked`] if
+/// that catches one: built this way, the future is stored once, not once
+/// in a wrapper and again where it is polled.
+pub(crate) fn start<S: Service>(
+    ctx: &Ctx<S>,
     req: Request,
-) -> impl Future<Output = Result<Response<S::Body>, ()>> + 'c {
+) -> Option<impl Future<Output = Response<S::Body>> + '_> {
     WorkerStats::add(&ctx.stats.requests, 1);
-    // For the log of a panic: a `Uri` clone shares its bytes.
-    let uri = req.uri().clone();
     let called = catch_unwind(AssertUnwindSafe(|| {
-        inject_panic(ctx, target_of(&uri).as_bytes());
+        inject_panic(ctx, target_of(req.uri()).as_bytes());
         ctx.service.call(req)
     }));
-    async move {
-        let outcome = match called {
-            Ok(fut) => CatchUnwind(std::pin::pin!(fut)).await,
-            Err(_) => Err(()),
-        };
-        if outcome.is_err() {
-            panicked(ctx, target_of(&uri).as_bytes());
+    match called {
+        Ok(fut) => Some(fut),
+        Err(_) => {
+            panicked(ctx, b"(in call)");
+            None
         }
-        outcome
     }
 }
 
 /// A request-target as sent (origin-form or `*`).
-fn target_of(uri: &http::Uri) -> &str {
+pub(crate) fn target_of(uri: &http::Uri) -> &str {
     uri.path_and_query().map_or(uri.path(), |p| p.as_str())
 }
 
@@ -112,6 +110,18 @@ fn inject_panic<S>(ctx: &Ctx<S>, target: &[u8]) {
         if on.as_bytes() == target {
             panic!("injected handler panic for {on}");
         }
+    }
+}
+
+/// Poll `fut` once, its panic as `Err(())`.
+pub(crate) fn poll_caught<F: Future>(
+    fut: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<F::Output, ()>> {
+    match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+        Ok(Poll::Pending) => Poll::Pending,
+        Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+        Err(_) => Poll::Ready(Err(())),
     }
 }
 

@@ -77,103 +77,62 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
     pub(super) async fn exchange(&mut self) -> Taken {
         let ctx = self.ctx;
         let settings = ctx.settings;
-        let Some(buf) = self.input.buf.take() else {
-            return Taken::NeedInput;
+        // 1. The request (a plain function: its locals stay out of this
+        // future, which every call moves into its box).
+        let (mut intake, facts, request) = match self.receive() {
+            Ok(received) => received,
+            Err(taken) => return taken,
         };
-        let start = self.input.start;
-        let frozen = Bytes::from(buf);
-        // 1. The head, from the frozen bytes.
-        let parsed = match http::parse(&frozen[start..], &settings.limits) {
-            Ok(None) => {
-                self.thaw(frozen, start);
-                return Taken::NeedInput;
-            }
-            Err(e) => Err((Refusal::Parse(e), start)),
-            Ok(Some((head, consumed))) => {
-                let body_at = start + consumed;
-                match Framing::of(&head, settings.max_body_bytes) {
-                    Err(e) => Err((Refusal::Parse(e), body_at)),
-                    Ok(framing) => match head::to_parts_lazy(&head, &frozen) {
-                        Err(e) => {
-                            tracing::debug!(error = %e, "request refused");
-                            Err((Refusal::Unrepresentable, body_at))
-                        }
-                        Ok(parts) => {
-                            let expect = head.version == Version::Http11
-                                && head
-                                    .header("expect")
-                                    .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
-                            let facts = Facts {
-                                keep_alive: head.keep_alive,
-                                version: head.version,
-                                head_method: head.method == http::Method::Head,
-                            };
-                            let fields = head::Fields::of(&head, &frozen);
-                            Ok((parts, fields, framing, expect, facts, body_at))
+        // 2. The call, with the body fed as it is wanted. The service's
+        // future is pinned where it is built, so it is stored once.
+        let timeouts = (settings.body_timeout, settings.send_timeout);
+        // For the log of a panic while it runs (a `Uri` clone shares its bytes).
+        let uri = request.uri().clone();
+        let mut call = pin!(dispatch::start(ctx, request));
+        let answered = match call.as_mut().as_pin_mut() {
+            None => Err(()),
+            // Most services answer at once: no race is armed for them.
+            Some(mut fut) => {
+                match poll_fn(|cx| Poll::Ready(dispatch::poll_caught(fut.as_mut(), cx))).await {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => loop {
+                        // A client that leaves while the service is still at
+                        // work is watched for once its body is in (plain TCP:
+                        // readiness, then a peek that leaves pipelined bytes
+                        // queued), so its future is dropped, not run on.
+                        let watch = intake.is_done() && !intake.has_rest() && !self.watched_out;
+                        // Boxed when armed (a zero-sized pending future, which
+                        // allocates nothing, when not), to keep its I/O state
+                        // out of every exchange's.
+                        let gone: Pin<Box<dyn Future<Output = bool> + '_>> = if watch {
+                            Box::pin(client_gone(&mut self.stream))
+                        } else {
+                            Box::pin(std::future::pending())
+                        };
+                        let next = monoio::select! {
+                            r = CatchUnwind(fut.as_mut()) => Event::Answered(r),
+                            w = intake.want() => Event::Want(w),
+                            gone = gone => Event::Client { gone },
+                        };
+                        match next {
+                            Event::Answered(r) => break r,
+                            Event::Want(Want::More) => {
+                                Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await
+                            }
+                            Event::Want(Want::Gone) => intake.gone(),
+                            Event::Client { gone: false } => self.watched_out = true,
+                            Event::Client { gone: true } => {
+                                tracing::debug!("client left while its service was at work");
+                                self.watched_out = false;
+                                self.thaw_intake(intake);
+                                return Taken::Close { linger: false };
+                            }
                         }
                     },
                 }
-            }
-        };
-        let (parts, fields, framing, expect, facts, body_at) = match parsed {
-            Ok(p) => p,
-            Err((refusal, at)) => {
-                self.thaw(frozen, at);
-                self.refuse(&refusal);
-                return Taken::Close { linger: true };
-            }
-        };
-        self.served_any = true;
-
-        // 2. The call, with the body fed as it is wanted.
-        let (feed, body) = match framing {
-            Framing::Empty => (None, RequestBody::empty()),
-            _ => {
-                let (feed, body) = RequestBody::channel();
-                (Some(feed), body)
-            }
-        };
-        let mut intake = Intake::new(
-            framing.decoder(settings.max_body_bytes),
-            frozen,
-            body_at,
-            feed,
-            expect,
-            settings.max_body_bytes,
-        );
-        let request = Request::received(parts, fields, body, self.facts);
-        let timeouts = (settings.body_timeout, settings.send_timeout);
-        let answered = {
-            let mut call = pin!(dispatch::call(ctx, request));
-            // Most services answer at once: no race is armed for them.
-            match poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
-                Poll::Ready(r) => r,
-                Poll::Pending => loop {
-                    // A client that leaves while the service is still at
-                    // work is watched for once its body is in (plain TCP:
-                    // readiness, then a peek that leaves pipelined bytes
-                    // queued), so its future is dropped, not run on.
-                    let watch = intake.is_done() && !intake.has_rest() && !self.watched_out;
-                    let next = monoio::select! {
-                        r = &mut call => Event::Answered(r),
-                        w = intake.want() => Event::Want(w),
-                        gone = client_gone(&mut self.stream, watch) => Event::Client { gone },
-                    };
-                    match next {
-                        Event::Answered(r) => break r,
-                        Event::Want(Want::More) => {
-                            Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await
-                        }
-                        Event::Want(Want::Gone) => intake.gone(),
-                        Event::Client { gone: false } => self.watched_out = true,
-                        Event::Client { gone: true } => {
-                            tracing::debug!("client left while its service was at work");
-                            self.watched_out = false;
-                            self.thaw_intake(intake);
-                            return Taken::Close { linger: false };
-                        }
-                    }
-                },
+                .inspect_err(|()| {
+                    dispatch::panicked(ctx, dispatch::target_of(&uri).as_bytes());
+                })
             }
         };
         self.watched_out = false;
@@ -219,14 +178,18 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 }
                 if persist == Persistence::Close {
                     !intake.is_done()
+                } else if intake.is_done() {
+                    // The common case: the busy loop writes the answer.
+                    false
                 } else {
-                    if !self.flush().await {
-                        self.thaw_intake(intake);
-                        return Taken::Close { linger: false };
-                    }
-                    if !intake.is_done()
-                        && !Box::pin(intake.discard(&mut self.stream, &ctx.pool, timeouts)).await
-                    {
+                    // The answer leaves before the rest of the body is read
+                    // and dropped (the client may wait for it to stop).
+                    let ok = Box::pin(async {
+                        self.flush().await
+                            && intake.discard(&mut self.stream, &ctx.pool, timeouts).await
+                    })
+                    .await;
+                    if !ok {
                         persist = Persistence::Close;
                     }
                     false
@@ -240,6 +203,79 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
         } else {
             Taken::More
         }
+    }
+
+    /// The next request in the buffer, frozen and parsed, with its body's
+    /// intake; `Err` with what the connection does instead (read more, or
+    /// close after the refusal queued here).
+    fn receive(&mut self) -> Result<(Intake, Facts, Request), Taken> {
+        let ctx = self.ctx;
+        let settings = ctx.settings;
+        let Some(buf) = self.input.buf.take() else {
+            return Err(Taken::NeedInput);
+        };
+        let start = self.input.start;
+        let frozen = Bytes::from(buf);
+        // 1. The head, from the frozen bytes.
+        let parsed = match http::parse(&frozen[start..], &settings.limits) {
+            Ok(None) => {
+                self.thaw(frozen, start);
+                return Err(Taken::NeedInput);
+            }
+            Err(e) => Err((Refusal::Parse(e), start)),
+            Ok(Some((head, consumed))) => {
+                let body_at = start + consumed;
+                match Framing::of(&head, settings.max_body_bytes) {
+                    Err(e) => Err((Refusal::Parse(e), body_at)),
+                    Ok(framing) => match head::to_parts_lazy(&head, &frozen) {
+                        Err(e) => {
+                            tracing::debug!(error = %e, "request refused");
+                            Err((Refusal::Unrepresentable, body_at))
+                        }
+                        Ok(parts) => {
+                            let expect = head.version == Version::Http11
+                                && head
+                                    .header("expect")
+                                    .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
+                            let facts = Facts {
+                                keep_alive: head.keep_alive,
+                                version: head.version,
+                                head_method: head.method == http::Method::Head,
+                            };
+                            let fields = head::Fields::of(&head, &frozen);
+                            Ok((parts, fields, framing, expect, facts, body_at))
+                        }
+                    },
+                }
+            }
+        };
+        let (parts, fields, framing, expect, facts, body_at) = match parsed {
+            Ok(p) => p,
+            Err((refusal, at)) => {
+                self.thaw(frozen, at);
+                self.refuse(&refusal);
+                return Err(Taken::Close { linger: true });
+            }
+        };
+        self.served_any = true;
+
+        let (feed, body) = match framing {
+            Framing::Empty => (None, RequestBody::empty()),
+            _ => {
+                let (feed, body) = RequestBody::channel();
+                (Some(feed), body)
+            }
+        };
+        let intake = Intake::new(
+            framing.decoder(settings.max_body_bytes),
+            frozen,
+            body_at,
+            feed,
+            expect,
+            settings.max_body_bytes,
+        );
+        let request = Request::received(parts, fields, body, self.facts);
+        Ok((intake, facts, request))
     }
 
     /// Queue the head of a service's response (and its body, when it is in
@@ -469,13 +505,12 @@ enum Event<R> {
 }
 
 /// Whether the client has gone (EOF or reset), once the connection is
-/// readable; pending forever when not `watch`ing, or over TLS (whose
-/// readiness may be its own records). `false`: bytes came (a pipelined
-/// request), so readiness says nothing more until they are read.
-async fn client_gone<T: Transport>(stream: &mut T, watch: bool) -> bool {
-    let tcp = match stream.tcp() {
-        Some(tcp) if watch => tcp,
-        _ => return std::future::pending().await,
+/// readable; pending forever over TLS (whose readiness may be its own
+/// records). `false`: bytes came (a pipelined request), so readiness says
+/// nothing more until they are read.
+async fn client_gone<T: Transport>(stream: &mut T) -> bool {
+    let Some(tcp) = stream.tcp() else {
+        return std::future::pending().await;
     };
     match tcp.readable(false).await {
         Ok(()) => crate::sys::socket::peer_closed(crate::sys::socket::stream_fd(tcp)),
