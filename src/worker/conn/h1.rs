@@ -179,13 +179,12 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 if !self.flush().await {
                     return Busy::Closed;
                 }
-                // Boxed: a call's state (the service's future, the request
-                // and its response on the way) would otherwise widen the
-                // busy loop of every connection, static ones included, and
-                // that loop's box is what each busy connection holds. Its
-                // rare parts are boxed inside (see `exchange`), so what is
-                // moved here per call stays small.
-                taken = Box::pin(self.exchange()).await;
+                // Inline, so a call allocates and moves nothing here: the
+                // exchange keeps its own state small (its rare parts are
+                // boxed inside, its request and future stored once), since
+                // it widens the busy loop of every connection, static ones
+                // included (tests/memory.rs measures that loop's cost).
+                taken = self.exchange().await;
             }
             // 2. Write it.
             if !self.flush().await {
