@@ -93,42 +93,46 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             None => Err(()),
             // Most services answer at once: no race is armed for them.
             Some(mut fut) => {
-                match poll_fn(|cx| Poll::Ready(dispatch::poll_caught(fut.as_mut(), cx))).await {
-                    Poll::Ready(r) => r,
-                    Poll::Pending => loop {
-                        // A client that leaves while the service is still at
-                        // work is watched for once its body is in (plain TCP:
-                        // readiness, then a peek that leaves pipelined bytes
-                        // queued), so its future is dropped, not run on.
-                        let watch = intake.is_done() && !intake.has_rest() && !self.watched_out;
-                        // Boxed when armed (a zero-sized pending future, which
-                        // allocates nothing, when not), to keep its I/O state
-                        // out of every exchange's.
-                        let gone: Pin<Box<dyn Future<Output = bool> + '_>> = if watch {
-                            Box::pin(client_gone(&mut self.stream))
-                        } else {
-                            Box::pin(std::future::pending())
-                        };
-                        let next = monoio::select! {
-                            r = CatchUnwind(fut.as_mut()) => Event::Answered(r),
-                            w = intake.want() => Event::Want(w),
-                            gone = gone => Event::Client { gone },
-                        };
-                        match next {
-                            Event::Answered(r) => break r,
-                            Event::Want(Want::More) => {
-                                Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await
-                            }
-                            Event::Want(Want::Gone) => intake.gone(),
-                            Event::Client { gone: false } => self.watched_out = true,
-                            Event::Client { gone: true } => {
-                                tracing::debug!("client left while its service was at work");
-                                self.watched_out = false;
-                                self.thaw_intake(intake);
-                                return Taken::Close { linger: false };
-                            }
+                loop {
+                    // The call first, each time round: most answer at once,
+                    // or as soon as their body is in, and arm nothing.
+                    let polled =
+                        poll_fn(|cx| Poll::Ready(dispatch::poll_caught(fut.as_mut(), cx))).await;
+                    if let Poll::Ready(r) = polled {
+                        break r;
+                    }
+                    // A client that leaves while the service is still at
+                    // work is watched for once its body is in (plain TCP:
+                    // readiness, then a peek that leaves pipelined bytes
+                    // queued), so its future is dropped, not run on.
+                    let watch = intake.is_done() && !intake.has_rest() && !self.watched_out;
+                    // Boxed when armed (a zero-sized pending future, which
+                    // allocates nothing, when not), to keep its I/O state
+                    // out of every exchange's.
+                    let gone: Pin<Box<dyn Future<Output = bool> + '_>> = if watch {
+                        Box::pin(client_gone(&mut self.stream))
+                    } else {
+                        Box::pin(std::future::pending())
+                    };
+                    let next = monoio::select! {
+                        r = CatchUnwind(fut.as_mut()) => Event::Answered(r),
+                        w = intake.want() => Event::Want(w),
+                        gone = gone => Event::Client { gone },
+                    };
+                    match next {
+                        Event::Answered(r) => break r,
+                        Event::Want(Want::More) => {
+                            Box::pin(intake.feed(&mut self.stream, &ctx.pool, timeouts)).await
                         }
-                    },
+                        Event::Want(Want::Gone) => intake.gone(),
+                        Event::Client { gone: false } => self.watched_out = true,
+                        Event::Client { gone: true } => {
+                            tracing::debug!("client left while its service was at work");
+                            self.watched_out = false;
+                            self.thaw_intake(intake);
+                            return Taken::Close { linger: false };
+                        }
+                    }
                 }
                 .inspect_err(|()| {
                     dispatch::panicked(ctx, dispatch::target_of(&uri).as_bytes());
