@@ -69,6 +69,14 @@ impl AppBuilder {
     }
 
     /// Any other setting, on the raw config itself.
+    /// A TLS listener too (`--tls-bind 127.0.0.1:0 --tls-self-signed`):
+    /// [`AppServer::tls`] says where, and the certificate to pin.
+    pub fn tls(mut self) -> Self {
+        self.raw.tls_bind = Some(vec!["127.0.0.1:0".into()]);
+        self.raw.tls_self_signed = true;
+        self
+    }
+
     pub fn raw(mut self, edit: impl FnOnce(&mut RawConfig)) -> Self {
         edit(&mut self.raw);
         self
@@ -112,9 +120,22 @@ impl AppBuilder {
         if let Some(want) = want {
             assert_eq!(ready.driver.name(), want, "the server runs another driver");
         }
-        let addr = *ready.addrs.first().expect("the server listens somewhere");
+        let plain = |tls: bool| {
+            ready
+                .addrs
+                .iter()
+                .zip(&ready.tls)
+                .find(|(_, &t)| t == tls)
+                .map(|(a, _)| *a)
+        };
+        let addr = plain(false).expect("the server listens on plain TCP");
+        let tls = plain(true).map(|a| {
+            let fp = ready.tls_fingerprint.clone().expect("a TLS certificate");
+            (a, fp)
+        });
         AppServer {
             addr,
+            tls,
             handle,
             stats,
             done: done_rx,
@@ -126,6 +147,8 @@ impl AppBuilder {
 /// A running in-process app server (see the module doc).
 pub struct AppServer {
     addr: SocketAddr,
+    /// The TLS listener and its certificate's fingerprint, if asked for.
+    tls: Option<(SocketAddr, String)>,
     handle: Handle,
     stats: StatsTable,
     /// `run`'s outcome, sent as the server thread ends.
@@ -153,6 +176,13 @@ impl AppServer {
     /// The plain listener's address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS listener and the SHA-256 fingerprint of its certificate
+    /// (started with [`AppBuilder::tls`]).
+    pub fn tls(&self) -> (SocketAddr, &str) {
+        let (addr, fp) = self.tls.as_ref().expect("started without .tls()");
+        (*addr, fp)
     }
 
     /// A new connection to it ([`connect`]: bounded reads, TCP_NODELAY).
