@@ -1128,6 +1128,48 @@ fn client_leaving_during_a_call_drops_it(driver: &str) {
     assert_eq!(app.probe.waits_dropped(), 1);
 }
 
+/// A stream in progress when the server is stopped (SIGTERM's drain) goes
+/// on until the drain timeout (2 s here), then is cut: the stream is
+/// dropped, the client sees the close, and the server's outcome says it cut
+/// that one connection.
+fn a_drain_lets_a_stream_run_until_its_deadline(driver: &str) {
+    let App { server, probe } = App::start(driver);
+    let mut s = server.connect();
+    s.write_all(b"GET /slow-stream HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !seen.windows(6).any(|w| w == b"tick 0") {
+        let n = std::io::Read::read(&mut s, &mut buf).unwrap();
+        assert!(n > 0);
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let stopping = std::time::Instant::now();
+    let stopper = std::thread::spawn(move || server.stop());
+    // Still streaming during the drain: more ticks come.
+    let before = seen.len();
+    let rest = read_until_close(&mut s, IO_TIMEOUT).expect("the drain cuts the stream");
+    let took = stopping.elapsed();
+    assert!(
+        !rest.is_empty() || seen.len() > before,
+        "no tick during the drain"
+    );
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(10),
+        "cut after {took:?}, the drain timeout is 2 s"
+    );
+    // The server says it cut one connection at the deadline.
+    let outcome = stopper.join().unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Err(servery::supervisor::Error::ConnectionsCut { connections: 1 })
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(probe.streams_dropped(), 1);
+}
+
 /// `/echo` answers each chunk as it is read: the first comes back before
 /// the client sends the second; the request's trailers end the response.
 fn echo_streams_the_body_back(driver: &str) {
@@ -1381,6 +1423,7 @@ driver_tests! {
     streamed_response_is_chunked_with_trailers,
     bodiless_answers_send_no_body,
     client_leaving_during_a_call_drops_it,
+    a_drain_lets_a_stream_run_until_its_deadline,
     http10_client_gets_a_close_delimited_stream,
     head_of_a_stream_gets_no_body,
     client_leaving_mid_stream_drops_the_stream,
