@@ -132,11 +132,6 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, ()>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
-            Err(_) => Poll::Ready(Err(())),
-        }
+        poll_caught(Pin::new(&mut self.0), cx)
     }
 }
