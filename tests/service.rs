@@ -169,6 +169,14 @@ impl Routes {
                 sleep: None,
                 probe,
             })),
+            "/first-chunk" => {
+                // One chunk, then a long pause before reading on: whatever
+                // the client sends meanwhile must wait in TCP, not here.
+                let mut body = req.into_body();
+                let first = body.chunk().await.map_or(0, |c| c.map_or(0, |b| b.len()));
+                monoio::time::sleep(Duration::from_secs(10)).await;
+                text(StatusCode::OK, format!("first={first}\n"))
+            }
             "/wait" => {
                 /// Counts the call dropped if it is, before it answers.
                 struct Dropped(Arc<Probe>);
@@ -527,6 +535,49 @@ fn content_length_body_reaches_the_service(driver: &str) {
 
 /// A body far larger than a read buffer and the socket buffers, at the
 /// default limit (1 MiB): read as it comes, the client writing meanwhile.
+/// The body is read only as the service asks: a service that has taken
+/// one chunk and stopped reading stops the client. A 64 MiB upload stalls
+/// once the kernel's socket buffers are full (a few MiB), so the server
+/// holds one read buffer of it, not the body.
+fn a_service_that_stops_reading_stops_the_client(driver: &str) {
+    let App { server, probe } = App::with(
+        AppServer::builder()
+            .driver(driver)
+            .max_body_bytes(128 << 20),
+    );
+    let mut s = server.connect();
+    let total = 64usize << 20;
+    s.write_all(
+        format!("POST /first-chunk HTTP/1.1\r\nHost: t\r\nContent-Length: {total}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    assert!(wait_until(SETTLE, || probe.calls() == 1));
+    s.set_write_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let block = vec![b'z'; 64 * 1024];
+    let mut sent = 0usize;
+    while sent < total {
+        match s.write(&block) {
+            Ok(n) => sent += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
+            Err(e) => panic!("write failed after {sent} B: {e}"),
+        }
+    }
+    eprintln!("backpressure: {sent} B of {total} B written before the client stalled");
+    assert!(
+        sent < 24 << 20,
+        "{sent} B of a 64 MiB body went in while the service read one chunk: read ahead"
+    );
+}
+
 fn large_body_is_read_as_it_comes(driver: &str) {
     let app = App::start(driver);
     let body = bytes_of(1 << 20, 10);
@@ -1423,6 +1474,7 @@ driver_tests! {
     streamed_response_is_chunked_with_trailers,
     bodiless_answers_send_no_body,
     client_leaving_during_a_call_drops_it,
+    a_service_that_stops_reading_stops_the_client,
     a_drain_lets_a_stream_run_until_its_deadline,
     http10_client_gets_a_close_delimited_stream,
     head_of_a_stream_gets_no_body,
