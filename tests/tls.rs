@@ -430,18 +430,29 @@ fn curl_fetches_over_tls13_and_tls12() {
     }
 }
 
-/// ALPN is `http/1.1`: a client offering none is served; one offering only
-/// `h2` is refused in the handshake (RFC 7301 §3.2 no_application_protocol)
-/// and counted as failed.
+/// ALPN prefers `h2`: a client offering none is served HTTP/1.1, one
+/// offering both gets `h2`, one offering only `h2` gets it too. With
+/// `--alpn http/1.1` an h2-only client is refused in the handshake
+/// (RFC 7301 §3.2 no_application_protocol) and counted as failed.
 #[test]
-fn alpn_is_http11_and_an_h2_only_client_is_refused() {
+fn alpn_prefers_h2_and_alpn_http11_refuses_an_h2_only_client() {
     let server = tls_server().tls_self_signed().start();
     let mut none = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
     none.alpn_protocols.clear();
     let mut s = connected(&Arc::new(none), server.https());
     assert_eq!(s.conn.alpn_protocol(), None);
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
+    for offered in [vec![b"http/1.1".to_vec(), b"h2".to_vec()], vec![b"h2".to_vec()]] {
+        let mut c = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
+        c.alpn_protocols = offered;
+        let s = connected(&Arc::new(c), server.https());
+        assert_eq!(s.conn.alpn_protocol(), Some(&b"h2"[..]));
+    }
 
+    let server = tls_server()
+        .tls_self_signed()
+        .args(&["--alpn", "http/1.1"])
+        .start();
     let mut h2 = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
     h2.alpn_protocols = vec![b"h2".to_vec()];
     let e = tls::connect(&Arc::new(h2), server.https())

@@ -30,6 +30,7 @@
 mod choice;
 pub mod cpus;
 mod files;
+pub mod http2;
 mod limits;
 mod listen;
 mod raw;
@@ -139,6 +140,8 @@ pub struct Config {
     pub max_body_bytes: u64,
     pub limits: Limits,
     pub admin: Option<SocketAddr>,
+    /// HTTP/2: the protocols of each listener and the per-connection limits.
+    pub http2: http2::Http2Config,
 }
 
 impl RawConfig {
@@ -194,6 +197,14 @@ impl RawConfig {
             max_body_bytes: c.max_body_bytes,
             limits: limits::head(&c),
             admin,
+            http2: http2::Http2Config {
+                alpn: c.alpn,
+                h2c: c.h2c,
+                max_concurrent_streams: c.h2_max_concurrent_streams,
+                max_header_list_bytes: c.h2_max_header_list_bytes,
+                header_table_bytes: c.h2_header_table_bytes,
+                max_resets: c.h2_max_resets,
+            },
             root: c.root,
         })
     }

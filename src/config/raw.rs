@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
+use super::http2;
 use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
     DEFAULT_LINGERING_BYTES, DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S,
@@ -250,6 +251,35 @@ settings! {
         #[arg(long, value_name = "SECONDS")]
         tls_ticket_rotate: Option<f64> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
             shown |_| NotShown;
+        /// Protocols TLS listeners offer by ALPN, in order of preference: `h2`, `http/1.1`.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        alpn: Option<Vec<String>> => Vec<http2::Protocol> =
+            or(http2::DEFAULT_ALPN.iter().map(|p| p.name().to_owned()).collect(), http2::alpn),
+            shown |c| c.http2.alpn;
+        /// HTTP/2 on plain listeners: `prior-knowledge` (by its preface) or `off`.
+        #[arg(long, value_name = "prior-knowledge|off", hide_possible_values = true)]
+        h2c: Option<http2::H2c> => http2::H2c = or(http2::DEFAULT_H2C, as_is),
+            shown |c| c.http2.h2c;
+        /// Streams one HTTP/2 connection may have open (REFUSED_STREAM past it).
+        #[arg(long, value_name = "N")]
+        h2_max_concurrent_streams: Option<u64> => usize =
+            or(http2::DEFAULT_H2_MAX_CONCURRENT_STREAMS, within(http2::CONCURRENT_STREAMS)),
+            shown |c| c.http2.max_concurrent_streams;
+        /// Largest decoded HTTP/2 header list of a request, in bytes.
+        #[arg(long, value_name = "BYTES")]
+        h2_max_header_list_bytes: Option<u64> => usize =
+            or(http2::DEFAULT_H2_MAX_HEADER_LIST_BYTES, within(http2::HEADER_LIST_BYTES)),
+            shown |c| c.http2.max_header_list_bytes;
+        /// HPACK dynamic table a client may use, in bytes.
+        #[arg(long, value_name = "BYTES")]
+        h2_header_table_bytes: Option<u64> => usize =
+            or(http2::DEFAULT_H2_HEADER_TABLE_BYTES, within(http2::HEADER_TABLE_BYTES)),
+            shown |c| c.http2.header_table_bytes;
+        /// Stream resets a client may send per HTTP/2 connection in 10 s (then GOAWAY).
+        #[arg(long, value_name = "N")]
+        h2_max_resets: Option<u64> => usize =
+            or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
+            shown |c| c.http2.max_resets;
     }
 }
 

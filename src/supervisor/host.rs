@@ -100,10 +100,12 @@ impl<F> Live<F> {
                     .filter(|(_, tls)| **tls)
                     .map(|(a, _)| *a)
                     .collect();
-                Some(
-                    self.identity
-                        .for_generation(source, &addrs, t.ticket_rotate)?,
-                )
+                Some(self.identity.for_generation(
+                    source,
+                    &addrs,
+                    t.ticket_rotate,
+                    &config.http2.alpn,
+                )?)
             }
         };
         Ok(Resources {

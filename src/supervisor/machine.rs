@@ -258,7 +258,13 @@ impl<H: Host> Machine<H> {
         }
     }
 
-    fn on_report(&mut self, id: u64, report: Report, snapshot: Option<Snapshot>, now: Instant) {
+    fn on_report(
+        &mut self,
+        id: u64,
+        report: Report,
+        snapshot: Option<Box<Snapshot>>,
+        now: Instant,
+    ) {
         let is_current = self.current.as_ref().is_some_and(|g| g.id == id);
         let Some((g, journal)) = self.generation_mut(id) else {
             return;
@@ -272,7 +278,7 @@ impl<H: Host> Machine<H> {
                 beat.answered(seq);
             }
             if let Some(snap) = snapshot {
-                slot.snapshot = snap;
+                slot.snapshot = *snap;
                 self.publish(i);
             }
             return;

@@ -101,7 +101,7 @@ impl Member {
             stats: s.stats.clone(),
             control: control_rx,
             report: Arc::new(move |report: Report| {
-                let snapshot = report.beat.map(|_| Snapshot::take(&stats));
+                let snapshot = report.beat.map(|_| Box::new(Snapshot::take(&stats)));
                 let _ = events.send(Event::Worker {
                     generation,
                     report,
@@ -210,7 +210,7 @@ impl Member {
                     let _ = events.send(Event::Worker {
                         generation,
                         report,
-                        snapshot,
+                        snapshot: snapshot.map(Box::new),
                     });
                 }
             })?;

@@ -88,7 +88,8 @@ pub enum Event {
     Worker {
         generation: u64,
         report: Report,
-        snapshot: Option<Snapshot>,
+        /// Boxed: the counters are most of the event's size.
+        snapshot: Option<Box<Snapshot>>,
     },
     /// A worker process was reaped.
     Exited {

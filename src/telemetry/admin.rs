@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 10] = [
+    let series: [Series; 14] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -191,6 +191,30 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "Handler calls that panicked (answered 500, connection closed).",
             |s| WorkerStats::get(&s.handler_panics),
+        ),
+        (
+            "servery_h2_connections_total",
+            "counter",
+            "HTTP/2 connections (by ALPN or the h2c preface).",
+            |s| WorkerStats::get(&s.h2_connections),
+        ),
+        (
+            "servery_h2_streams_total",
+            "counter",
+            "HTTP/2 streams accepted.",
+            |s| WorkerStats::get(&s.h2_streams),
+        ),
+        (
+            "servery_h2_resets_total",
+            "counter",
+            "HTTP/2 streams the client reset before their response ended.",
+            |s| WorkerStats::get(&s.h2_resets),
+        ),
+        (
+            "servery_h2_calmed_total",
+            "counter",
+            "HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).",
+            |s| WorkerStats::get(&s.h2_calmed),
         ),
         (
             "servery_worker_rss_bytes",

@@ -35,6 +35,14 @@ pub struct WorkerStats {
     pub tls_failed: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
+    /// HTTP/2 connections (by ALPN or the h2c preface).
+    pub h2_connections: AtomicU64,
+    /// HTTP/2 streams accepted.
+    pub h2_streams: AtomicU64,
+    /// HTTP/2 streams the client reset before their response ended.
+    pub h2_resets: AtomicU64,
+    /// HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).
+    pub h2_calmed: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
@@ -67,6 +75,10 @@ pub struct Snapshot {
     pub tls_plaintext: u64,
     pub tls_failed: u64,
     pub handler_panics: u64,
+    pub h2_connections: u64,
+    pub h2_streams: u64,
+    pub h2_resets: u64,
+    pub h2_calmed: u64,
     /// Resident set of the worker's process, bytes.
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
@@ -90,6 +102,10 @@ impl Snapshot {
             tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
             tls_failed: WorkerStats::get(&stats.tls_failed),
             handler_panics: WorkerStats::get(&stats.handler_panics),
+            h2_connections: WorkerStats::get(&stats.h2_connections),
+            h2_streams: WorkerStats::get(&stats.h2_streams),
+            h2_resets: WorkerStats::get(&stats.h2_resets),
+            h2_calmed: WorkerStats::get(&stats.h2_calmed),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
         }
@@ -108,6 +124,10 @@ impl Snapshot {
         self.tls_plaintext += other.tls_plaintext;
         self.tls_failed += other.tls_failed;
         self.handler_panics += other.handler_panics;
+        self.h2_connections += other.h2_connections;
+        self.h2_streams += other.h2_streams;
+        self.h2_resets += other.h2_resets;
+        self.h2_calmed += other.h2_calmed;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
     }
@@ -128,6 +148,10 @@ impl Snapshot {
         stats.tls_plaintext.store(self.tls_plaintext, Relaxed);
         stats.tls_failed.store(self.tls_failed, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
+        stats.h2_connections.store(self.h2_connections, Relaxed);
+        stats.h2_streams.store(self.h2_streams, Relaxed);
+        stats.h2_resets.store(self.h2_resets, Relaxed);
+        stats.h2_calmed.store(self.h2_calmed, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
     }

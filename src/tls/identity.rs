@@ -46,6 +46,7 @@ impl Identity {
         source: Source<'_>,
         addrs: &[SocketAddr],
         ticket_rotate: Duration,
+        alpn: &[crate::config::http2::Protocol],
     ) -> Result<GenerationTls, Error> {
         // Made on first use (at start, or by the reload that turns TLS on)
         // and kept for the life of the server.
@@ -71,7 +72,7 @@ impl Identity {
                 }
             },
         };
-        let config = material.server_config(&secret, ticket_rotate)?;
+        let config = material.server_config(&secret, ticket_rotate, alpn)?;
         Ok(GenerationTls {
             material,
             secret,
@@ -83,14 +84,19 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::http2::DEFAULT_ALPN;
 
     #[test]
     fn the_self_signed_certificate_and_ticket_secret_outlive_a_generation() {
         let mut id = Identity::default();
         let addrs = ["127.0.0.1:0".parse().unwrap()];
         let hour = Duration::from_secs(3600);
-        let a = id.for_generation(Source::SelfSigned, &addrs, hour).unwrap();
-        let b = id.for_generation(Source::SelfSigned, &addrs, hour).unwrap();
+        let a = id
+            .for_generation(Source::SelfSigned, &addrs, hour, &DEFAULT_ALPN)
+            .unwrap();
+        let b = id
+            .for_generation(Source::SelfSigned, &addrs, hour, &DEFAULT_ALPN)
+            .unwrap();
         assert_eq!(a.material.fingerprint(), b.material.fingerprint());
         assert_eq!(a.secret.0, b.secret.0);
     }

@@ -2,8 +2,8 @@
 //!
 //! Owns: loading certificate chains and keys (PEM; RSA, ECDSA, Ed25519),
 //! the self-signed identity the supervisor makes once, the rustls
-//! `ServerConfig` every worker serves with (TLS 1.3 and 1.2, ALPN
-//! `http/1.1`, any SNI), and the session ticketer. Does not own the
+//! `ServerConfig` every worker serves with (TLS 1.3 and 1.2, ALPN as
+//! `--alpn` orders it, any SNI), and the session ticketer. Does not own the
 //! handshake or the connection (`worker::conn`) nor when material reloads
 //! (a SIGHUP builds a new generation from the files on disk).
 //!
@@ -166,6 +166,7 @@ impl Material {
         &self,
         tickets: &TicketSecret,
         rotate: Duration,
+        alpn: &[crate::config::http2::Protocol],
     ) -> Result<Arc<ServerConfig>, Error> {
         let (chain, key) = self.parse(Path::new("certificate"), Path::new("key"))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -181,7 +182,7 @@ impl Material {
                 what: "certificate",
                 source,
             })?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.id().to_vec()).collect();
         config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
         // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a
         // per-worker cache, tickets serve 1.2 across workers too.
@@ -225,8 +226,11 @@ mod tests {
         let m = Material::self_signed(&["localhost".into(), "127.0.0.1".into()]).unwrap();
         assert_eq!(m.fingerprint().len(), 32 * 3 - 1);
         let s = TicketSecret::generate().unwrap();
-        let c = m.server_config(&s, Duration::from_secs(3600)).unwrap();
-        assert_eq!(c.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        let alpn = crate::config::http2::DEFAULT_ALPN;
+        let c = m
+            .server_config(&s, Duration::from_secs(3600), &alpn)
+            .unwrap();
+        assert_eq!(c.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 
     #[test]

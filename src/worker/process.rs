@@ -97,7 +97,7 @@ where
     let tls = match &init.tls {
         Some((material, secret)) => Some(
             material
-                .server_config(secret, config.tls_ticket_rotate())
+                .server_config(secret, config.tls_ticket_rotate(), &config.http2.alpn)
                 .map_err(|e| format!("TLS: {e}"))?,
         ),
         None => None,

@@ -53,6 +53,12 @@ struct State {
     /// A drain sent our FIN (plain TCP, idle): answer nothing more, discard
     /// what still comes, close when the client does.
     half_closed: Cell<bool>,
+    /// An HTTP/2 connection: a drain tells its task (which sends GOAWAY)
+    /// instead of shutting its socket.
+    h2: Cell<bool>,
+    /// A drain has begun (HTTP/2 only), and the task to wake for it.
+    drain: Cell<bool>,
+    drain_waker: RefCell<Option<Waker>>,
 }
 
 /// Open connections of one worker.
@@ -101,6 +107,21 @@ impl Registration {
     /// Whether a drain closed our side (see [`Registry::close_idle`]).
     pub(crate) fn half_closed(&self) -> bool {
         self.state.half_closed.get()
+    }
+
+    /// Mark the connection HTTP/2: drains reach it through [`Registration::poll_drain`].
+    pub(crate) fn set_h2(&self) {
+        self.state.h2.set(true);
+    }
+
+    /// Ready once a drain has begun (for an HTTP/2 connection, which then
+    /// sends GOAWAY and finishes its streams).
+    pub(crate) fn poll_drain(&self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if self.state.drain.get() {
+            return Poll::Ready(());
+        }
+        *self.state.drain_waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
     }
 
     /// The connection woke (bytes, EOF, or a shutdown by the sweeper).
@@ -169,7 +190,8 @@ impl Registry {
         self.entries.borrow().len()
     }
 
-    /// Drain: close every idle connection gracefully. A plain one gets our
+    /// Drain: close every idle connection gracefully, and tell every HTTP/2
+    /// one (it sends GOAWAY, lets its streams finish, then closes). A plain one gets our
     /// FIN now and keeps reading, so a request that crossed it is read and
     /// discarded rather than left unread (which would make the close a
     /// reset); its wait ends when the client closes, or [`DRAIN_LINGER`]
@@ -179,6 +201,13 @@ impl Registry {
         let tick = self.tick.get();
         let linger = DRAIN_LINGER.as_nanos().div_ceil(SWEEP_INTERVAL.as_nanos()) as u64;
         for (_, e) in self.entries.borrow().iter() {
+            if e.state.h2.get() {
+                e.state.drain.set(true);
+                if let Some(w) = e.state.drain_waker.borrow_mut().take() {
+                    w.wake();
+                }
+                continue;
+            }
             if !e.state.idle.get() {
                 continue;
             }

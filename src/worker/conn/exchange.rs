@@ -226,6 +226,10 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 self.thaw(frozen, start);
                 return Err(Taken::NeedInput);
             }
+            Err(e) if self.not_http1(&e) => {
+                self.thaw(frozen, start);
+                return Err(Taken::Close { linger: false });
+            }
             Err(e) => Err((Refusal::Parse(e), start)),
             Ok(Some((head, consumed))) => {
                 let body_at = start + consumed;

@@ -67,15 +67,6 @@ const IDLE_GRACE: Duration = Duration::from_millis(10);
 /// stream's own buffers; not pooled, as it is not the pool's size.
 const TLS_IDLE_READ_BYTES: usize = 1024;
 
-/// Decrements the open-connection gauge when the task ends.
-struct OpenGauge<'a>(&'a WorkerStats);
-
-impl Drop for OpenGauge<'_> {
-    fn drop(&mut self) {
-        WorkerStats::sub(&self.0.connections_open, 1);
-    }
-}
-
 /// Serve one accepted connection. `registration` (made by the accept loop,
 /// so the connection cap counts it at once) is dropped before the stream, so
 /// the entry leaves the registry before the fd closes.
@@ -85,8 +76,7 @@ pub(crate) async fn serve<H: Service, S: Transport>(
     ctx: Rc<Ctx<H>>,
     facts: Connection,
 ) {
-    WorkerStats::add(&ctx.stats.connections_open, 1);
-    let _gauge = OpenGauge(&ctx.stats);
+    let _gauge = super::OpenGauge::new(&ctx.stats);
     let mut conn = Conn {
         ctx: &ctx,
         stream,
@@ -102,10 +92,30 @@ pub(crate) async fn serve<H: Service, S: Transport>(
     // of a connection's future, and only the small idle wait below stays
     // allocated while a kept-alive connection waits for its next request.
     // One allocation per busy period, not per request.
-    while let Busy::Idle { left } = Box::pin(conn.run(&registration)).await {
-        if !conn.wait_idle(&registration, left).await {
-            break;
+    let busy = loop {
+        match Box::pin(conn.run(&registration)).await {
+            Busy::Idle { left } => {
+                if !conn.wait_idle(&registration, left).await {
+                    break Busy::Closed;
+                }
+            }
+            busy => break busy,
         }
+    };
+    if busy == Busy::H2c {
+        // Prior knowledge (RFC 9113 §3.3): the bytes read so far, preface
+        // first, are HTTP/2's. One copy of them, once per connection.
+        let prefix = bytes::Bytes::copy_from_slice(conn.input.pending());
+        conn.input.release(&ctx.pool);
+        let Conn { stream, facts, .. } = conn;
+        match stream.into_poll() {
+            Ok(tcp) => {
+                let io = super::h2::Prefixed::new(prefix, tcp);
+                super::h2::serve(io, &registration, &ctx, facts).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
+        }
+        return;
     }
     drop(registration);
     conn.input.release(&ctx.pool);
@@ -119,6 +129,8 @@ enum Busy {
     /// Idle past the grace, holding no buffer: park until readable, for at
     /// most `left` more (the keep-alive or header timeout).
     Idle { left: Duration },
+    /// The connection opened with the HTTP/2 preface: hand it to `h2`.
+    H2c,
 }
 
 /// What taking requests from the buffer ended on.
@@ -135,6 +147,8 @@ pub(super) enum Taken {
     /// Close once the queue is written; `linger` when the client may still
     /// be sending (unread input, an unfinished body, a refused request).
     Close { linger: bool },
+    /// The first bytes are the HTTP/2 connection preface (h2c).
+    H2c,
 }
 
 /// How a read ended, when it did not bring bytes.
@@ -196,6 +210,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                     self.close(registration, linger).await;
                     return Busy::Closed;
                 }
+                Taken::H2c => return Busy::H2c,
                 Taken::Full | Taken::More | Taken::Call => continue,
                 Taken::NeedInput => {}
             }
@@ -256,6 +271,17 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
             if !self.input.body.is_done() || self.input.pending().is_empty() {
                 return Taken::NeedInput;
             }
+            if S::H2C && !self.served_any && ctx.settings.http2.h2c {
+                let pending = self.input.pending();
+                let n = pending.len().min(super::h2::PREFACE.len());
+                if pending[..n] == super::h2::PREFACE[..n] {
+                    return if n == super::h2::PREFACE.len() {
+                        Taken::H2c
+                    } else {
+                        Taken::NeedInput
+                    };
+                }
+            }
             if self.output.full() {
                 return Taken::Full;
             }
@@ -269,6 +295,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 let pending = &buf[self.input.start..];
                 match http::parse(pending, &ctx.settings.limits) {
                     Ok(None) => return Taken::NeedInput,
+                    Err(e) if self.not_http1(&e) => return Taken::Close { linger: false },
                     Err(e) => (
                         Some(Refusal::Parse(e)),
                         0,
@@ -321,6 +348,19 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 };
             }
         }
+    }
+
+    /// Whether a parse error says the connection is not HTTP/1 at all: its
+    /// first request line has no `HTTP/1.x` version, on a listener that
+    /// also takes HTTP/2 by prior knowledge. That is a broken HTTP/2
+    /// preface as likely as a bad request, and an HTTP/1.1 answer would be
+    /// read as frames; it is closed unanswered, as RFC 9113 §3.4 has an
+    /// invalid preface closed.
+    pub(super) fn not_http1(&self, e: &ParseError) -> bool {
+        S::H2C
+            && !self.served_any
+            && self.ctx.settings.http2.h2c
+            && matches!(e, ParseError::Malformed(httparse::Error::Version))
     }
 
     /// Read more bytes into the input. Idle connections hold no buffer

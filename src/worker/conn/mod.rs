@@ -8,7 +8,8 @@
 //! (`app::Service`), nor accepting and draining (the worker).
 //!
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
-//! 1. `transport`: the stream a connection runs over; TLS handshakes.
+//! 1. `transport`: the stream a connection runs over; TLS handshakes, and
+//!    ALPN's choice of HTTP/2 (`h2`) or HTTP/1.1.
 //! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
 //!    buffers, taking pipelined requests within the sender's budget;
 //!    `input` holds its received bytes and skips request bodies.
@@ -19,6 +20,9 @@
 //!    written by one vectored write per batch and sendfile.
 //! 5. `linger`: the bounded half-close after an error or a close.
 //! 6. `pool`: read buffers shared by a worker's connections.
+//! 7. `h2`: HTTP/2 connections (by ALPN, or by the h2c preface a plain
+//!    connection opens with, which `h1` hands over), their streams answered
+//!    by the same `dispatch`.
 //!
 //! Memory per connection is bounded whatever the client does: the read
 //! buffer grows only for a head still arriving (up to the head limit), the
@@ -30,6 +34,7 @@
 mod dispatch;
 mod exchange;
 mod h1;
+mod h2;
 mod input;
 mod intake;
 mod linger;
@@ -38,5 +43,23 @@ mod pool;
 mod transport;
 
 pub(crate) use h1::serve;
+
+use crate::telemetry::WorkerStats;
+
+/// Counts a connection in the open-connection gauge while it lives.
+pub(super) struct OpenGauge<'a>(&'a WorkerStats);
+
+impl<'a> OpenGauge<'a> {
+    pub(super) fn new(stats: &'a WorkerStats) -> OpenGauge<'a> {
+        WorkerStats::add(&stats.connections_open, 1);
+        OpenGauge(stats)
+    }
+}
+
+impl Drop for OpenGauge<'_> {
+    fn drop(&mut self) {
+        WorkerStats::sub(&self.0.connections_open, 1);
+    }
+}
 pub(crate) use pool::Pool;
 pub(crate) use transport::serve_tls;

@@ -1,7 +1,8 @@
 //! Transports: what a connection runs over (plain TCP, or TLS on TCP), and
 //! the TLS handshake that turns an accepted socket into the latter.
 //!
-//! The HTTP/1.1 loop is generic over [`Transport`]; the sender asks it
+//! A TLS connection whose handshake chose `h2` by ALPN goes to `h2`; any
+//! other to the HTTP/1.1 loop, which is generic over [`Transport`]; the sender asks it
 //! whether the socket is reachable for zero-copy file bodies (`tcp`) and
 //! whether bytes are encrypted in user space (`ENCRYPTS`).
 
@@ -10,6 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::tcp::stream_poll::TcpStreamPoll;
 use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
@@ -26,6 +28,11 @@ pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     /// into one plaintext write, and closing first says so in-protocol
     /// (close_notify, RFC 8446 §6.1).
     const ENCRYPTS: bool;
+    /// The stream may turn HTTP/2 by the h2c preface (plain TCP; a TLS
+    /// connection chose its protocol by ALPN in the handshake).
+    const H2C: bool;
+    /// The socket in poll style, for `h2` (only asked when [`Transport::H2C`]).
+    fn into_poll(self) -> io::Result<TcpStreamPoll>;
 }
 
 impl Transport for TcpStream {
@@ -33,6 +40,10 @@ impl Transport for TcpStream {
         Some(self)
     }
     const ENCRYPTS: bool = false;
+    const H2C: bool = true;
+    fn into_poll(self) -> io::Result<TcpStreamPoll> {
+        self.try_into_poll_io().map_err(|(e, _)| e)
+    }
 }
 
 impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
@@ -40,6 +51,10 @@ impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
         None
     }
     const ENCRYPTS: bool = true;
+    const H2C: bool = false;
+    fn into_poll(self) -> io::Result<TcpStreamPoll> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// A connection on a TLS listener: handshake (bounded by the handshake
@@ -71,6 +86,17 @@ pub(crate) async fn serve_tls<H: Service>(
                 }),
                 ..facts
             };
+            if session.alpn_protocol() == Some(b"h2") {
+                let _gauge = super::OpenGauge::new(&ctx.stats);
+                match tcp.try_into_poll_io() {
+                    Ok(tcp) => {
+                        let tls = super::h2::Tls::new(tcp, session);
+                        super::h2::serve(tls, &registration, &ctx, facts).await;
+                    }
+                    Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
+                }
+                return;
+            }
             let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
             super::h1::serve(tls, registration, ctx, facts).await
         }

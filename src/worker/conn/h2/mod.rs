@@ -1,0 +1,195 @@
+//! HTTP/2 connections (RFC 9113), framed by the `h2` crate, answered through
+//! the same dispatch as HTTP/1.1.
+//!
+//! Owns an HTTP/2 connection's life: the settings it advertises, the task
+//! that drives `h2` and its streams, GOAWAY on a drain, an idle connection's
+//! end, and the connection-level defences. Does not own framing, HPACK or
+//! flow-control bookkeeping (the `h2` crate), what a request means (the
+//! dispatch and the service), nor the TLS handshake (`transport`).
+//! Why `h2` and how it runs on a monoio worker: docs/decisions/0007.
+//!
+//! Flow:
+//! 1. A connection arrives here from a TLS handshake that chose `h2` by
+//!    ALPN, or from the HTTP/1.1 loop that saw the h2c preface first on a
+//!    plain connection (`io::Prefixed` gives `h2` those bytes back).
+//! 2. The handshake (the client's preface and SETTINGS) must finish within
+//!    `--header-timeout`. Our SETTINGS: `--h2-max-concurrent-streams`
+//!    (REFUSED_STREAM past it), `--h2-max-header-list-bytes` (a larger
+//!    header block, in however many CONTINUATION frames, is refused),
+//!    `--h2-header-table-bytes` (the HPACK table we keep for the client).
+//! 3. One task polls `h2` and every open stream (`stream::answer`) together:
+//!    streams never outlive their connection, and no stream is a task of
+//!    its own.
+//! 4. The connection ends with GOAWAY: on a drain (the last stream id, its
+//!    streams finished within the drain deadline), after a service panic
+//!    (once the other streams finish), after `--keepalive-timeout` with no
+//!    open stream, and at once with ENHANCE_YOUR_CALM when the client resets
+//!    more than `--h2-max-resets` streams in 10 s (rapid reset,
+//!    CVE-2023-44487). `h2` itself refuses streams reset before they were
+//!    accepted past [`PENDING_ACCEPT_RESETS`], and answers floods of
+//!    SETTINGS and PING with one pending acknowledgement each.
+//! 5. A GOAWAY that cannot be written (a peer that stopped reading) ends the
+//!    connection after `--send-timeout`.
+
+mod io;
+mod stream;
+
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::Poll;
+
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, Stream};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
+use monoio::io::poll_io::{AsyncRead, AsyncWrite};
+
+use super::super::registry::Registration;
+use super::super::Ctx;
+use crate::app::{Connection, Service};
+use crate::telemetry::WorkerStats;
+
+pub(crate) use io::{Prefixed, Tls};
+
+/// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams the client may reset before we accept them (h2's bound; hyper's
+/// default): past it the connection is closed with ENHANCE_YOUR_CALM.
+const PENDING_ACCEPT_RESETS: usize = 20;
+/// Streams we may reset for the client's errors before the connection is
+/// closed (h2's default, CVE-2024-27316-style floods of bad frames).
+const LOCAL_ERROR_RESETS: usize = 1024;
+
+/// What woke the connection task.
+enum Event {
+    /// A new stream (boxed: it is most of the event's size).
+    Stream(Box<(http::Request<RecvStream>, SendResponse<Bytes>)>),
+    /// The worker is draining.
+    Drain,
+    /// A stream asked the connection to end (see `stream::Shared`).
+    GoAway(Reason),
+    /// No stream open for the keep-alive timeout.
+    Idle,
+    /// Past the time a GOAWAY'd connection has to finish.
+    Late,
+    /// `h2` is done: closed cleanly or by an error.
+    Closed(Option<h2::Error>),
+}
+
+/// Serve one HTTP/2 connection over `io` (the open-connection gauge is the
+/// caller's).
+pub(crate) async fn serve<H, T>(
+    io: T,
+    registration: &Registration,
+    ctx: &Rc<Ctx<H>>,
+    facts: Connection,
+) where
+    H: Service,
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    registration.set_idle(false);
+    registration.set_h2();
+    WorkerStats::add(&ctx.stats.h2_connections, 1);
+    let settings = &ctx.settings;
+    let limits = settings.http2;
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(limits.max_concurrent_streams as u32)
+        .max_header_list_size(limits.max_header_list_bytes as u32)
+        .header_table_size(limits.header_table_bytes as u32)
+        .max_send_buffer_size(stream::SEND_BUFFER_BYTES)
+        .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
+        .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS));
+    let handshake = builder.handshake::<T, Bytes>(io);
+    let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "HTTP/2 handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("HTTP/2 handshake timed out");
+            return;
+        }
+    };
+
+    let shared = stream::Shared::default();
+    let mut streams = FuturesUnordered::new();
+    let mut idle = pin!(monoio::time::sleep(settings.keepalive_timeout));
+    let mut late = pin!(monoio::time::sleep(settings.send_timeout));
+    let mut going_away = false;
+    if ctx.draining.get() {
+        conn.graceful_shutdown();
+        going_away = true;
+    }
+    loop {
+        let event = poll_fn(|cx| {
+            if !going_away && registration.poll_drain(cx).is_ready() {
+                return Poll::Ready(Event::Drain);
+            }
+            if let Some(reason) = shared.goaway.take() {
+                return Poll::Ready(Event::GoAway(reason));
+            }
+            while let Poll::Ready(Some(())) = Pin::new(&mut streams).poll_next(cx) {}
+            if going_away && late.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Late);
+            }
+            if streams.is_empty() && !going_away && idle.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Idle);
+            }
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok(accepted))) => Poll::Ready(Event::Stream(Box::new(accepted))),
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Event::Closed(Some(e))),
+                Poll::Ready(None) => Poll::Ready(Event::Closed(None)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        let mut go_away = |conn: &mut h2::server::Connection<T, Bytes>, reason: Reason| {
+            if reason == Reason::NO_ERROR {
+                conn.graceful_shutdown();
+            } else {
+                conn.abrupt_shutdown(reason);
+            }
+            if !going_away {
+                going_away = true;
+                let deadline = monoio::time::Instant::now() + settings.send_timeout;
+                late.as_mut().reset(deadline);
+            }
+        };
+        match event {
+            Event::Stream(accepted) => {
+                let (req, respond) = *accepted;
+                WorkerStats::add(&ctx.stats.h2_streams, 1);
+                streams.push(stream::answer(ctx, &shared, req, respond, facts));
+                let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
+                idle.as_mut().reset(deadline);
+            }
+            Event::Drain | Event::Idle => go_away(&mut conn, Reason::NO_ERROR),
+            Event::GoAway(reason) => {
+                if reason == Reason::ENHANCE_YOUR_CALM {
+                    WorkerStats::add(&ctx.stats.h2_calmed, 1);
+                    tracing::debug!("too many HTTP/2 stream resets; GOAWAY ENHANCE_YOUR_CALM");
+                }
+                go_away(&mut conn, reason)
+            }
+            Event::Late => {
+                tracing::debug!("HTTP/2 connection did not finish after GOAWAY; closed");
+                break;
+            }
+            Event::Closed(e) => {
+                if let Some(e) = e {
+                    if e.reason() == Some(Reason::ENHANCE_YOUR_CALM) {
+                        WorkerStats::add(&ctx.stats.h2_calmed, 1);
+                    }
+                    tracing::debug!(error = %e, "HTTP/2 connection ended");
+                }
+                break;
+            }
+        }
+    }
+    // Whatever streams are left are cancelled with the connection.
+    drop(streams);
+}

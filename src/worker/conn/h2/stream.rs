@@ -1,0 +1,552 @@
+//! One HTTP/2 stream: its request through the same dispatch as HTTP/1.1,
+//! its body fed as the service pulls it, its response sent within the
+//! peer's flow-control window.
+//!
+//! Flow:
+//! 1. A declared `content-length` past `--max-body-bytes` is 413 before the
+//!    service runs. The static files answer from the head
+//!    (`dispatch::respond_to_head`), any other service is called with a
+//!    `Request` whose body is fed by [`feed`].
+//! 2. [`feed`] reads a DATA chunk only when the service waits for one and
+//!    gives its flow-control credit back only once the service has taken
+//!    it, so a service that stops reading stops the client (its window
+//!    closes) and a connection never holds more than the windows we
+//!    advertise. Past `--max-body-bytes` the answer becomes 413; silence
+//!    past `--body-timeout` 408.
+//! 3. The response head is sent (`:status`, the service's fields less the
+//!    connection-specific ones RFC 9113 §8.2.2 forbids, `content-length`
+//!    when known, `server`, `date`); HEAD, 204 and 304 end the stream there.
+//! 4. Body bytes go out as the window allows: a piece never waits in our
+//!    buffers for more credit than the stream has (at most the
+//!    `h2` send buffer, [`SEND_BUFFER_BYTES`]); file ranges are read from
+//!    the page cache one window's worth at a time, at most
+//!    [`FILE_CHUNK_BYTES`]. A peer that gives no credit for
+//!    `--send-timeout` has the stream reset.
+//! 5. A client that resets the stream drops the service's future; the reset
+//!    is counted against `--h2-max-resets`.
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::os::unix::fs::FileExt;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http::header::{self, HeaderValue};
+
+use super::super::super::Ctx;
+use super::super::dispatch::{self, poll_caught};
+use crate::app::body::Feed;
+use crate::app::response::{from_static, Kind};
+use crate::app::{into_body, Body, BodyError, Connection, Request, RequestBody, Service};
+use crate::config::http2::RESET_WINDOW;
+use crate::http::error::{on_error, Refusal};
+use crate::http::{ParseError, Part};
+use crate::telemetry::WorkerStats;
+
+/// What `h2` may buffer per stream beyond what the window lets out: a
+/// connection holds at most this times its concurrent streams.
+pub(super) const SEND_BUFFER_BYTES: usize = 64 * 1024;
+/// Largest read of a file range for one DATA run.
+const FILE_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What the streams of one connection tell it.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// Client resets in the current window: (window start, count).
+    resets: Cell<Option<(Instant, usize)>>,
+    /// The connection should end: gracefully (`NO_ERROR`, after a panic)
+    /// or at once (`ENHANCE_YOUR_CALM`, too many resets).
+    pub(super) goaway: Cell<Option<Reason>>,
+}
+
+impl Shared {
+    /// Count one client reset; past `max` in [`RESET_WINDOW`], ask for
+    /// GOAWAY ENHANCE_YOUR_CALM.
+    pub(super) fn reset_by_client(&self, stats: &WorkerStats, max: usize) {
+        WorkerStats::add(&stats.h2_resets, 1);
+        let now = Instant::now();
+        let (start, n) = match self.resets.get() {
+            Some((start, n)) if now.duration_since(start) < RESET_WINDOW => (start, n + 1),
+            _ => (now, 1),
+        };
+        self.resets.set(Some((start, n)));
+        if n > max {
+            self.goaway.set(Some(Reason::ENHANCE_YOUR_CALM));
+        }
+    }
+
+    fn end_gracefully(&self) {
+        if self.goaway.get().is_none() {
+            self.goaway.set(Some(Reason::NO_ERROR));
+        }
+    }
+}
+
+/// Why a stream ended before its response did.
+#[derive(Debug)]
+enum Gone {
+    /// The client reset it (or the connection ended).
+    Reset,
+    /// We reset it (no credit for the send timeout, a body that failed).
+    Cut,
+}
+
+/// Answer one stream.
+pub(super) async fn answer<H: Service>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    facts: Connection,
+) {
+    let (parts, recv) = req.into_parts();
+    let head_only = parts.method == http::Method::HEAD;
+    let max_body = ctx.settings.max_body_bytes;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&n| n > max_body) {
+        let refusal = Refusal::Parse(ParseError::BodyTooLarge { length });
+        drop(recv);
+        let _ = send(
+            ctx,
+            &mut respond,
+            from_static(on_error(&refusal)),
+            head_only,
+            None,
+        )
+        .await;
+        return;
+    }
+    if H::BORROWS_HEADS {
+        let answer = dispatch::respond_to_head(ctx, &crate::app::head::borrow(&parts));
+        if let Some(answer) = answer {
+            // A body nobody reads is taken to its end first, so a stream
+            // whose body or trailers break the rules is reset (by `h2`)
+            // rather than answered.
+            if !recv.is_end_stream() {
+                match discard(ctx, recv).await {
+                    Ok(()) => {}
+                    Err(Some(e)) => {
+                        if let Some(refusal) = refusal_of(e) {
+                            let resp = from_static(on_error(&refusal));
+                            let _ = send(ctx, &mut respond, resp, head_only, None).await;
+                        }
+                        return;
+                    }
+                    Err(None) => return,
+                }
+            }
+            if answer.close {
+                shared.end_gracefully();
+            }
+            let sent = send(
+                ctx,
+                &mut respond,
+                from_static(answer.response),
+                head_only,
+                None,
+            )
+            .await;
+            if let Err(Gone::Reset) = sent {
+                shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
+            }
+            return;
+        }
+    }
+
+    // The body, fed as the service pulls it.
+    let failed: Cell<Option<BodyError>> = Cell::new(None);
+    let (feeder, body) = if recv.is_end_stream() {
+        (None, RequestBody::empty())
+    } else {
+        let (feed, body) = RequestBody::channel();
+        (Some((feed, recv)), body)
+    };
+    let mut feeding = pin!(async {
+        if let Some((feed, recv)) = feeder {
+            if let Err(e) = pull(ctx, feed, recv).await {
+                failed.set(Some(e));
+            }
+        }
+    });
+    let mut fed = false;
+
+    let request = Request::new(parts, body, facts);
+    let Some(call) = dispatch::start(ctx, request) else {
+        shared.end_gracefully();
+        let resp = dispatch::panicked(ctx, b"(in call)").response;
+        let _ = send(ctx, &mut respond, from_static(resp), head_only, None).await;
+        return;
+    };
+    let mut call = pin!(call);
+    enum Called<B> {
+        Answered(http::Response<B>),
+        Panicked,
+        Reset,
+    }
+    let called = poll_fn(|cx| {
+        if !fed && feeding.as_mut().poll(cx).is_ready() {
+            fed = true;
+        }
+        if let Poll::Ready(Ok(_)) = respond.poll_reset(cx) {
+            return Poll::Ready(Called::Reset);
+        }
+        match poll_caught(call.as_mut(), cx) {
+            Poll::Ready(Ok(resp)) => Poll::Ready(Called::Answered(resp)),
+            Poll::Ready(Err(())) => Poll::Ready(Called::Panicked),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    let resp = match called {
+        Called::Reset => {
+            shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
+            return;
+        }
+        Called::Panicked => {
+            shared.end_gracefully();
+            from_static(dispatch::panicked(ctx, b"(while polled)").response)
+        }
+        Called::Answered(resp) => match failed.get().and_then(refusal_of) {
+            // The body broke the rules while the service ran: the rules'
+            // answer, whatever the service said.
+            Some(refusal) => from_static(on_error(&refusal)),
+            None => resp.map(into_body),
+        },
+    };
+    // The body may still be read while the response streams (an echo).
+    let sending = send(ctx, &mut respond, resp, head_only, Some(&failed));
+    let mut sending = pin!(sending);
+    let sent = poll_fn(|cx| {
+        if !fed && feeding.as_mut().poll(cx).is_ready() {
+            fed = true;
+        }
+        sending.as_mut().poll(cx)
+    })
+    .await;
+    if let Err(Gone::Reset) = sent {
+        shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
+    }
+}
+
+/// The answer a broken request body gets; `None` for a client that left.
+fn refusal_of(e: BodyError) -> Option<Refusal> {
+    match e {
+        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
+            length: limit.saturating_add(1),
+        })),
+        // HTTP/2 frames bodies itself; only HTTP/1.1 finds one malformed.
+        BodyError::Malformed => Some(Refusal::Unrepresentable),
+        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
+        BodyError::Closed => None,
+    }
+}
+
+/// Feed a request body to its reader, one DATA chunk per want. Credit for a
+/// chunk goes back when the reader takes it (it wants the next).
+async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), BodyError> {
+    let max = ctx.settings.max_body_bytes;
+    let timeout = ctx.settings.body_timeout;
+    let mut total: u64 = 0;
+    let mut held = 0usize;
+    loop {
+        match feed.want().await {
+            crate::app::body::Want::Gone => {
+                // Dropping `recv` discards what still comes and releases
+                // its credit (h2 does both).
+                let _ = recv.flow_control().release_capacity(held);
+                return Ok(());
+            }
+            crate::app::body::Want::More => {}
+        }
+        if held > 0 {
+            let _ = recv
+                .flow_control()
+                .release_capacity(std::mem::take(&mut held));
+        }
+        let next = match monoio::time::timeout(timeout, recv.data()).await {
+            Ok(next) => next,
+            Err(_) => {
+                feed.fail(BodyError::TimedOut);
+                return Err(BodyError::TimedOut);
+            }
+        };
+        match next {
+            Some(Ok(chunk)) => {
+                total += chunk.len() as u64;
+                if total > max {
+                    feed.fail(BodyError::TooLarge { limit: max });
+                    return Err(BodyError::TooLarge { limit: max });
+                }
+                held = chunk.len();
+                if !feed.push(chunk) {
+                    let _ = recv.flow_control().release_capacity(held);
+                    return Ok(());
+                }
+            }
+            Some(Err(_)) => {
+                feed.fail(BodyError::Closed);
+                return Err(BodyError::Closed);
+            }
+            None => {
+                let trailers = match monoio::time::timeout(timeout, recv.trailers()).await {
+                    Ok(Ok(t)) => t.unwrap_or_default(),
+                    Ok(Err(_)) => {
+                        feed.fail(BodyError::Closed);
+                        return Err(BodyError::Closed);
+                    }
+                    Err(_) => {
+                        feed.fail(BodyError::TimedOut);
+                        return Err(BodyError::TimedOut);
+                    }
+                };
+                feed.finish(trailers);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Read a body nobody wants to its end (trailers included), giving its
+/// credit back as it comes. `Err(Some)` for a body the rules refuse,
+/// `Err(None)` for a stream `h2` has reset.
+async fn discard<H>(ctx: &Ctx<H>, mut recv: RecvStream) -> Result<(), Option<BodyError>> {
+    let max = ctx.settings.max_body_bytes;
+    let timeout = ctx.settings.body_timeout;
+    let mut total: u64 = 0;
+    loop {
+        match monoio::time::timeout(timeout, recv.data()).await {
+            Err(_) => return Err(Some(BodyError::TimedOut)),
+            Ok(Some(Ok(chunk))) => {
+                total += chunk.len() as u64;
+                let _ = recv.flow_control().release_capacity(chunk.len());
+                if total > max {
+                    return Err(Some(BodyError::TooLarge { limit: max }));
+                }
+            }
+            Ok(Some(Err(_))) => return Err(None),
+            Ok(None) => break,
+        }
+    }
+    match monoio::time::timeout(timeout, recv.trailers()).await {
+        Err(_) => Err(Some(BodyError::TimedOut)),
+        Ok(Err(_)) => Err(None),
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+/// Fields RFC 9113 §8.2.2 forbids in HTTP/2, and those the connection
+/// writes itself.
+fn connection_specific(name: &http::HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == "keep-alive"
+        || name == "proxy-connection"
+        || name == header::DATE
+}
+
+/// Send `resp` on the stream. `failed` is the request body's state while it
+/// may still be read: a body that breaks the rules mid-response resets the
+/// stream (its head is gone; the status cannot change).
+async fn send<H>(
+    ctx: &Ctx<H>,
+    respond: &mut SendResponse<Bytes>,
+    resp: http::Response<Body>,
+    head_only: bool,
+    failed: Option<&Cell<Option<BodyError>>>,
+) -> Result<(), Gone> {
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.retain_connection_safe();
+    let status = parts.status;
+    let no_content = status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED;
+    let len = body.len();
+    if !(no_content || head_only && parts.headers.contains_key(header::CONTENT_LENGTH)) {
+        match len {
+            Some(n) => {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            }
+            None => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+        }
+    } else if no_content && status != http::StatusCode::NOT_MODIFIED {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    if !parts.headers.contains_key(header::SERVER) {
+        parts
+            .headers
+            .insert(header::SERVER, HeaderValue::from_static("servery"));
+    }
+    if let Ok(date) = HeaderValue::from_bytes(ctx.date.borrow_mut().now()) {
+        parts.headers.insert(header::DATE, date);
+    }
+    WorkerStats::add(
+        &ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)],
+        1,
+    );
+    let bodiless = head_only || no_content || len == Some(0);
+    let head = http::Response::from_parts(parts, ());
+    let mut out = respond
+        .send_response(head, bodiless)
+        .map_err(|_| Gone::Reset)?;
+    if bodiless {
+        return Ok(());
+    }
+    let timeout = ctx.settings.send_timeout;
+    let sent = match body.kind {
+        Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
+        Kind::Bytes(b) => put(&mut out, b, true, timeout).await,
+        Kind::Pieces(pieces) => send_pieces(&mut out, pieces, timeout).await,
+        Kind::Stream(mut stream) => loop {
+            let frame = poll_fn(|cx| stream.as_mut().poll_frame(cx)).await;
+            if let Some(e) = failed.and_then(Cell::get).and_then(refusal_of) {
+                tracing::debug!(refusal = %e, "request body refused mid-response; stream reset");
+                out.send_reset(Reason::CANCEL);
+                break Err(Gone::Cut);
+            }
+            match frame {
+                None => break out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => put(&mut out, data, false, timeout).await?,
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            break out.send_trailers(trailers).map_err(|_| Gone::Reset);
+                        }
+                    }
+                },
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "response stream failed; stream reset");
+                    out.send_reset(Reason::INTERNAL_ERROR);
+                    break Err(Gone::Cut);
+                }
+            }
+        },
+    };
+    sent
+}
+
+/// Header-map helpers for HTTP/2 responses.
+trait ConnectionSafe {
+    fn retain_connection_safe(&mut self);
+}
+
+impl ConnectionSafe for http::HeaderMap {
+    fn retain_connection_safe(&mut self) {
+        let bad: Vec<_> = self
+            .keys()
+            .filter(|n| connection_specific(n))
+            .cloned()
+            .collect();
+        for name in bad {
+            self.remove(&name);
+        }
+        // RFC 9113 §8.2.2: TE only as "trailers" (a response has no use for it).
+        self.remove(header::TE);
+    }
+}
+
+/// Wait for `want` bytes of credit on `out` (at least one), for at most
+/// `timeout`.
+async fn credit(
+    out: &mut SendStream<Bytes>,
+    want: usize,
+    timeout: Duration,
+) -> Result<usize, Gone> {
+    out.reserve_capacity(want);
+    loop {
+        let got = monoio::time::timeout(timeout, poll_fn(|cx| out.poll_capacity(cx))).await;
+        match got {
+            Err(_) => {
+                tracing::debug!("no HTTP/2 flow-control credit for the send timeout; stream reset");
+                out.send_reset(Reason::CANCEL);
+                return Err(Gone::Cut);
+            }
+            Ok(None) | Ok(Some(Err(_))) => return Err(Gone::Reset),
+            Ok(Some(Ok(0))) => continue,
+            Ok(Some(Ok(n))) => return Ok(n),
+        }
+    }
+}
+
+/// Send `data` as the window allows; `end` ends the stream with its last bytes.
+async fn put(
+    out: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+    timeout: Duration,
+) -> Result<(), Gone> {
+    if data.is_empty() {
+        if end {
+            out.send_data(data, true).map_err(|_| Gone::Reset)?;
+        }
+        return Ok(());
+    }
+    while !data.is_empty() {
+        let n = credit(out, data.len(), timeout).await?;
+        let chunk = data.split_to(n.min(data.len()));
+        out.send_data(chunk, end && data.is_empty())
+            .map_err(|_| Gone::Reset)?;
+    }
+    Ok(())
+}
+
+/// Send the static files' pieces: in-memory parts as they are, file ranges
+/// read one window's worth (at most [`FILE_CHUNK_BYTES`]) at a time.
+async fn send_pieces(
+    out: &mut SendStream<Bytes>,
+    pieces: Vec<Part>,
+    timeout: Duration,
+) -> Result<(), Gone> {
+    let n = pieces.len();
+    for (i, piece) in pieces.into_iter().enumerate() {
+        let last = i + 1 == n;
+        match piece {
+            Part::Bytes(b) => {
+                if b.is_empty() && !last {
+                    continue;
+                }
+                put(out, b, last, timeout).await?;
+            }
+            Part::File(range) => {
+                let (mut offset, mut left) = (range.offset, range.len);
+                while left > 0 {
+                    let want = (left as usize).min(FILE_CHUNK_BYTES);
+                    let room = credit(out, want, timeout).await?.min(want);
+                    let mut buf = vec![0u8; room];
+                    let got = match range.file.read_at(&mut buf, offset) {
+                        Ok(0) | Err(_) => {
+                            tracing::warn!("file ended or failed before its range; stream reset");
+                            out.send_reset(Reason::INTERNAL_ERROR);
+                            return Err(Gone::Cut);
+                        }
+                        Ok(got) => got,
+                    };
+                    buf.truncate(got);
+                    offset += got as u64;
+                    left -= got as u64;
+                    out.send_data(Bytes::from(buf), last && left == 0)
+                        .map_err(|_| Gone::Reset)?;
+                }
+                if last && range.len == 0 {
+                    let _ = out.send_data(Bytes::new(), true);
+                }
+            }
+        }
+    }
+    if n == 0 {
+        let _ = out.send_data(Bytes::new(), true);
+    }
+    Ok(())
+}
