@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the programs servery is benchmarked against, from Debian packages:
 #   nginx  peer server          wrk  load generator          h2o  peer server
+#   h2load HTTP/2 load generator (Debian package nghttp2-client)
 # Idempotent: installs only what is missing from PATH. Run as root (or with
 # sudo) on Debian/Ubuntu. A package the archive lacks is skipped with a
 # warning; the exit status is non-zero only if nginx or wrk is still missing.
@@ -33,7 +34,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage() {
 	cat <<USAGE
 usage: ${0##*/} [--no-h2o] [--configs DIR [--cpus LIST] [--port PORT] [--root DIR]]
-Installs nginx, wrk and h2o with apt-get if their binaries are missing.
+Installs nginx, wrk, h2load (nghttp2-client) and h2o with apt-get if their
+binaries are missing.
   --no-h2o        skip h2o
   --configs DIR   also write DIR/nginx/nginx.conf and DIR/h2o/h2o.conf
   --cpus LIST     their worker CPUs, one worker each (default: all, 0-$(($(nproc) - 1)))
@@ -70,7 +72,7 @@ while (($#)); do
 done
 
 # binary:package pairs (Debian's "nginx" is the core build, no extra modules).
-wanted=(nginx:nginx wrk:wrk)
+wanted=(nginx:nginx wrk:wrk h2load:nghttp2-client)
 ((want_h2o)) && wanted+=(h2o:h2o)
 
 missing_bins=()

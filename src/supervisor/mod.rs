@@ -183,6 +183,23 @@ pub struct Ready {
     pub tls: Vec<bool>,
     /// SHA-256 of the certificate every worker presents.
     pub tls_fingerprint: Option<String>,
+    /// What the listeners speak.
+    pub http2: crate::config::http2::Http2Config,
+}
+
+impl Ready {
+    /// The protocols a plain (`tls` false) or TLS listener speaks, in the
+    /// order it prefers them.
+    pub fn protocols(&self, tls: bool) -> Vec<&'static str> {
+        use crate::config::http2::H2c;
+        if tls {
+            return self.http2.alpn.iter().map(|p| p.name()).collect();
+        }
+        match self.http2.h2c {
+            H2c::PriorKnowledge => vec!["http/1.1", "h2c"],
+            H2c::Off => vec!["http/1.1"],
+        }
+    }
 }
 
 impl std::fmt::Display for Ready {
@@ -220,6 +237,13 @@ impl std::fmt::Display for Ready {
         }
         if let Some(fp) = &self.tls_fingerprint {
             write!(f, ", tls sha256 {fp}")?;
+        }
+        // One kind of listener speaks one set of protocols.
+        for (tls, scheme) in [(false, "http"), (true, "https")] {
+            let is_tls = |i: usize| self.tls.get(i).copied().unwrap_or(false);
+            if (0..self.addrs.len()).any(|i| is_tls(i) == tls) {
+                write!(f, ", {scheme} speaks {}", self.protocols(tls).join("+"))?;
+            }
         }
         Ok(())
     }
@@ -355,6 +379,7 @@ impl<F: ServiceFactory> Server<F> {
                         .current_plan()
                         .and_then(|p| p.tls.as_ref())
                         .map(|t| t.material.fingerprint()),
+                    http2: config.http2.clone(),
                 };
                 drop(l);
                 tracing::info!(
