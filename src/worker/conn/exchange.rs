@@ -226,7 +226,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 self.thaw(frozen, start);
                 return Err(Taken::NeedInput);
             }
-            Err(e) if self.not_http1(&e) => {
+            Err(e) if self.not_http1(&e, &frozen[start..]) => {
                 self.thaw(frozen, start);
                 return Err(Taken::Close { linger: false });
             }

@@ -111,7 +111,9 @@ pub(crate) async fn serve<H: Service, S: Transport>(
         match stream.into_poll() {
             Ok(tcp) => {
                 let io = super::h2::Prefixed::new(prefix, tcp);
-                super::h2::serve(io, &registration, &ctx, facts).await;
+                // Boxed: an HTTP/2 connection's state would otherwise widen
+                // every HTTP/1.1 connection's future.
+                Box::pin(super::h2::serve(io, &registration, &ctx, facts)).await;
             }
             Err(e) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
         }
@@ -295,7 +297,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 let pending = &buf[self.input.start..];
                 match http::parse(pending, &ctx.settings.limits) {
                     Ok(None) => return Taken::NeedInput,
-                    Err(e) if self.not_http1(&e) => return Taken::Close { linger: false },
+                    Err(e) if self.not_http1(&e, pending) => return Taken::Close { linger: false },
                     Err(e) => (
                         Some(Refusal::Parse(e)),
                         0,
@@ -351,16 +353,23 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     }
 
     /// Whether a parse error says the connection is not HTTP/1 at all: its
-    /// first request line has no `HTTP/1.x` version, on a listener that
-    /// also takes HTTP/2 by prior knowledge. That is a broken HTTP/2
-    /// preface as likely as a bad request, and an HTTP/1.1 answer would be
-    /// read as frames; it is closed unanswered, as RFC 9113 §3.4 has an
-    /// invalid preface closed.
-    pub(super) fn not_http1(&self, e: &ParseError) -> bool {
+    /// first line has neither a method HTTP defines nor an HTTP version,
+    /// on a listener that also takes HTTP/2 by prior knowledge. That is a
+    /// broken HTTP/2 preface (`INVALID CONNECTION PREFACE`) more likely than
+    /// a request, and an HTTP/1.1 answer would be read as frames; it is
+    /// closed unanswered, as RFC 9113 §3.4 has an invalid preface closed. A
+    /// line with a known method (`GET / FOO/1.1`) is a bad request: 400.
+    pub(super) fn not_http1(&self, e: &ParseError, input: &[u8]) -> bool {
+        /// RFC 9110 §9 and RFC 5789's methods.
+        const METHODS: [&[u8]; 9] = [
+            b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH",
+        ];
+        let method = input.split(|&b| b == b' ').next().unwrap_or_default();
         S::H2C
             && !self.served_any
             && self.ctx.settings.http2.h2c
             && matches!(e, ParseError::Malformed(httparse::Error::Version))
+            && !METHODS.contains(&method)
     }
 
     /// Read more bytes into the input. Idle connections hold no buffer

@@ -91,7 +91,7 @@ pub(crate) async fn serve_tls<H: Service>(
                 match tcp.try_into_poll_io() {
                     Ok(tcp) => {
                         let tls = super::h2::Tls::new(tcp, session);
-                        super::h2::serve(tls, &registration, &ctx, facts).await;
+                        Box::pin(super::h2::serve(tls, &registration, &ctx, facts)).await;
                     }
                     Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
                 }

@@ -7,12 +7,16 @@
 //! it:
 //! - [`Prefixed`]: the bytes the HTTP/1.1 loop had already read when it saw
 //!   the h2c preface, handed to `h2` before the socket's next bytes;
+//! - [`Deferred`]: every write of one pass of the connection task gathered
+//!   and sent in one system call when the pass ends;
 //! - [`Tls`]: rustls over the poll-style socket, for a connection whose
 //!   handshake (done by `transport`) chose `h2` by ALPN. monoio-rustls's
 //!   stream is completion-style (owned buffers) and cannot serve `h2`.
 
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -74,6 +78,144 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// The writes of one pass of the connection task, gathered and sent
+/// together by [`Flusher::poll_flush`] when the pass ends.
+///
+/// `h2` flushes its writer before each DATA frame of more than 256 bytes
+/// that follows another, so taken as they come a batch of small responses
+/// costs a system call each (and a TCP segment, or a TLS record, for the
+/// client). Here `poll_flush` only notes that bytes wait; the connection
+/// task writes them once it has polled `h2` and every stream. Costs one
+/// copy of the bytes; the gathered bytes are bounded by [`GATHER_BYTES`],
+/// past which a write waits for them to leave.
+pub(crate) struct Deferred<T> {
+    shared: Rc<RefCell<Gather<T>>>,
+}
+
+/// The connection task's end of a [`Deferred`].
+pub(crate) struct Flusher<T> {
+    shared: Rc<RefCell<Gather<T>>>,
+}
+
+struct Gather<T> {
+    io: T,
+    buf: Vec<u8>,
+    /// `buf[sent..]` is still to write.
+    sent: usize,
+}
+
+/// The most a [`Deferred`] gathers before a write must wait.
+const GATHER_BYTES: usize = 64 * 1024;
+/// What it keeps allocated between passes.
+const GATHER_KEEP_BYTES: usize = 16 * 1024;
+
+/// `io` with its writes deferred to the returned [`Flusher`].
+pub(crate) fn deferred<T>(io: T) -> (Deferred<T>, Flusher<T>) {
+    let shared = Rc::new(RefCell::new(Gather {
+        io,
+        buf: Vec::new(),
+        sent: 0,
+    }));
+    (
+        Deferred {
+            shared: shared.clone(),
+        },
+        Flusher { shared },
+    )
+}
+
+impl<T: AsyncWrite + Unpin> Gather<T> {
+    /// Write out what is gathered, then flush `io` (TLS: its records).
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.buf.len() {
+            let n =
+                std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.buf[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.sent = 0;
+        if self.buf.capacity() > GATHER_KEEP_BYTES {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Flusher<T> {
+    /// Send what the pass wrote; `Pending` while the socket is full (the
+    /// task is woken when it drains).
+    pub(crate) fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.shared.borrow_mut().poll_drain(cx)
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Deferred<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.shared.borrow_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Deferred<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut g = self.shared.borrow_mut();
+        let mut total = 0;
+        for b in bufs {
+            if g.buf.len() >= GATHER_BYTES {
+                break;
+            }
+            let room = GATHER_BYTES - g.buf.len();
+            let take = b.len().min(room);
+            g.buf.extend_from_slice(&b[..take]);
+            total += take;
+            if take < b.len() {
+                break;
+            }
+        }
+        if total > 0 || bufs.iter().all(|b| b.is_empty()) {
+            return Poll::Ready(Ok(total));
+        }
+        // Full: what is gathered must leave before more comes.
+        std::task::ready!(g.poll_drain(cx))?;
+        drop(g);
+        self.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Deferred to the end of the task's pass (`Flusher`).
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut g = self.shared.borrow_mut();
+        std::task::ready!(g.poll_drain(cx))?;
+        Pin::new(&mut g.io).poll_shutdown(cx)
     }
 }
 
@@ -154,6 +296,30 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Tls<T> {
     }
 }
 
+impl<T: AsyncRead + AsyncWrite + Unpin> Tls<T> {
+    /// Take plaintext into rustls with `write`. Records are sent only when
+    /// rustls is full (and on flush), so the frames `h2` writes in one
+    /// batch leave in one system call.
+    fn poll_write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut write: impl FnMut(&mut rustls::Writer<'_>) -> io::Result<usize>,
+        empty: bool,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            // rustls buffers up to its limit (64 KiB of records) and takes
+            // less once it is full.
+            let n = write(&mut self.session.writer())?;
+            if n > 0 || empty {
+                return Poll::Ready(Ok(n));
+            }
+            if self.poll_send_records(cx)?.is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -208,19 +374,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tls<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        loop {
-            // rustls buffers up to its limit (64 KiB of records) and takes
-            // less once it is full.
-            let n = this.session.writer().write(buf)?;
-            let sent = this.poll_send_records(cx)?;
-            if n > 0 || buf.is_empty() {
-                return Poll::Ready(Ok(n));
-            }
-            if sent.is_pending() {
-                return Poll::Pending;
-            }
-        }
+        self.get_mut()
+            .poll_write_with(cx, |w| w.write(buf), buf.is_empty())
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let empty = bufs.iter().all(|b| b.is_empty());
+        self.get_mut()
+            .poll_write_with(cx, |w| w.write_vectored(bufs), empty)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -41,8 +41,7 @@ use std::task::Poll;
 
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, Stream};
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream};
+use h2::Reason;
 use monoio::io::poll_io::{AsyncRead, AsyncWrite};
 
 use super::super::registry::Registration;
@@ -62,10 +61,14 @@ const PENDING_ACCEPT_RESETS: usize = 20;
 /// closed (h2's default, CVE-2024-27316-style floods of bad frames).
 const LOCAL_ERROR_RESETS: usize = 1024;
 
+/// h2's bound on buffered small DATA frames (each costs 256 less its size):
+/// room for a few hundred tiny frames a slow reader has not taken yet, up
+/// from h2's 25,600, whose 100-odd frames an honest uploader writing small
+/// chunks can reach; a flood past it is closed with ENHANCE_YOUR_CALM.
+const SMALL_FRAME_BUDGET: usize = 64 * 1024;
+
 /// What woke the connection task.
 enum Event {
-    /// A new stream (boxed: it is most of the event's size).
-    Stream(Box<(http::Request<RecvStream>, SendResponse<Bytes>)>),
     /// The worker is draining.
     Drain,
     /// A stream asked the connection to end (see `stream::Shared`).
@@ -76,6 +79,8 @@ enum Event {
     Late,
     /// `h2` is done: closed cleanly or by an error.
     Closed(Option<h2::Error>),
+    /// The socket failed under our writes.
+    Broken(std::io::Error),
 }
 
 /// Serve one HTTP/2 connection over `io` (the open-connection gauge is the
@@ -101,8 +106,21 @@ pub(crate) async fn serve<H, T>(
         .header_table_size(limits.header_table_bytes as u32)
         .max_send_buffer_size(stream::SEND_BUFFER_BYTES)
         .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
-        .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS));
-    let handshake = builder.handshake::<T, Bytes>(io);
+        .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS))
+        .data_frame_budget(SMALL_FRAME_BUDGET);
+    let (io, flusher) = io::deferred(io);
+    let handshake = builder.handshake::<io::Deferred<T>, Bytes>(io);
+    let handshake = async {
+        let mut handshake = pin!(handshake);
+        poll_fn(|cx| {
+            let done = handshake.as_mut().poll(cx).map_err(|e| e.to_string());
+            if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
+                return Poll::Ready(Err(e.to_string()));
+            }
+            done
+        })
+        .await
+    };
     let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
@@ -117,9 +135,12 @@ pub(crate) async fn serve<H, T>(
 
     let shared = stream::Shared::default();
     let mut streams = FuturesUnordered::new();
-    let mut idle = pin!(monoio::time::sleep(settings.keepalive_timeout));
+    // Until its first stream a connection has the header timeout, as an
+    // HTTP/1.1 one has for its first request; then the keep-alive timeout.
+    let mut idle = pin!(monoio::time::sleep(settings.header_timeout));
     let mut late = pin!(monoio::time::sleep(settings.send_timeout));
     let mut going_away = false;
+    let mut idle_reset = false;
     if ctx.draining.get() {
         conn.graceful_shutdown();
         going_away = true;
@@ -132,23 +153,52 @@ pub(crate) async fn serve<H, T>(
             if let Some(reason) = shared.goaway.take() {
                 return Poll::Ready(Event::GoAway(reason));
             }
-            while let Poll::Ready(Some(())) = Pin::new(&mut streams).poll_next(cx) {}
+            // Take every stream the read brought, answer them, then let
+            // `h2` write what they queued: one write for the batch.
+            loop {
+                while let Poll::Ready(Some(())) = Pin::new(&mut streams).poll_next(cx) {}
+                let mut accepted = false;
+                loop {
+                    match conn.poll_accept(cx) {
+                        Poll::Ready(Some(Ok((req, respond)))) => {
+                            WorkerStats::add(&ctx.stats.h2_streams, 1);
+                            streams.push(stream::answer(ctx, &shared, req, respond, facts));
+                            accepted = true;
+                        }
+                        Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::Closed(Some(e))),
+                        Poll::Ready(None) => return Poll::Ready(Event::Closed(None)),
+                        Poll::Pending => break,
+                    }
+                }
+                if !accepted {
+                    break;
+                }
+                idle_reset = true;
+            }
             if going_away && late.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Event::Late);
+            }
+            // What this pass wrote leaves now, in one write.
+            if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
+                return Poll::Ready(Event::Broken(e));
+            }
+            if idle_reset {
+                idle_reset = false;
+                let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
+                idle.as_mut().reset(deadline);
             }
             if streams.is_empty() && !going_away && idle.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Event::Idle);
             }
-            match conn.poll_accept(cx) {
-                Poll::Ready(Some(Ok(accepted))) => Poll::Ready(Event::Stream(Box::new(accepted))),
-                Poll::Ready(Some(Err(e))) => Poll::Ready(Event::Closed(Some(e))),
-                Poll::Ready(None) => Poll::Ready(Event::Closed(None)),
-                Poll::Pending => Poll::Pending,
-            }
+            Poll::Pending
         })
         .await;
-        let mut go_away = |conn: &mut h2::server::Connection<T, Bytes>, reason: Reason| {
-            if reason == Reason::NO_ERROR {
+        // Graceful: GOAWAY(2^31-1), a PING round trip, then GOAWAY with the
+        // last stream taken (RFC 9113 §6.8); else GOAWAY with it at once.
+        let mut go_away = |conn: &mut h2::server::Connection<io::Deferred<T>, Bytes>,
+                           reason: Reason,
+                           graceful: bool| {
+            if graceful {
                 conn.graceful_shutdown();
             } else {
                 conn.abrupt_shutdown(reason);
@@ -160,20 +210,19 @@ pub(crate) async fn serve<H, T>(
             }
         };
         match event {
-            Event::Stream(accepted) => {
-                let (req, respond) = *accepted;
-                WorkerStats::add(&ctx.stats.h2_streams, 1);
-                streams.push(stream::answer(ctx, &shared, req, respond, facts));
-                let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
-                idle.as_mut().reset(deadline);
-            }
-            Event::Drain | Event::Idle => go_away(&mut conn, Reason::NO_ERROR),
+            Event::Drain => go_away(&mut conn, Reason::NO_ERROR, true),
+            // No stream is open: no need for the PING round trip.
+            Event::Idle => go_away(&mut conn, Reason::NO_ERROR, false),
             Event::GoAway(reason) => {
                 if reason == Reason::ENHANCE_YOUR_CALM {
                     WorkerStats::add(&ctx.stats.h2_calmed, 1);
                     tracing::debug!("too many HTTP/2 stream resets; GOAWAY ENHANCE_YOUR_CALM");
                 }
-                go_away(&mut conn, reason)
+                go_away(&mut conn, reason, reason == Reason::NO_ERROR)
+            }
+            Event::Broken(e) => {
+                tracing::debug!(error = %e, "HTTP/2 connection broken");
+                break;
             }
             Event::Late => {
                 tracing::debug!("HTTP/2 connection did not finish after GOAWAY; closed");
@@ -190,6 +239,10 @@ pub(crate) async fn serve<H, T>(
             }
         }
     }
-    // Whatever streams are left are cancelled with the connection.
+    // Whatever streams are left are cancelled with the connection; what
+    // `h2` wrote last (its GOAWAY) still leaves, within the send timeout.
     drop(streams);
+    let _ =
+        monoio::time::timeout(settings.send_timeout, poll_fn(|cx| flusher.poll_flush(cx))).await;
+    let _ = monoio::time::timeout(settings.send_timeout, poll_fn(|cx| conn.poll_closed(cx))).await;
 }

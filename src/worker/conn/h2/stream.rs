@@ -50,6 +50,10 @@ use crate::telemetry::WorkerStats;
 /// What `h2` may buffer per stream beyond what the window lets out: a
 /// connection holds at most this times its concurrent streams.
 pub(super) const SEND_BUFFER_BYTES: usize = 64 * 1024;
+/// Bodies (and stream frames) up to this size are handed to `h2` without
+/// waiting for credit: `h2` holds them until the window opens. Within the
+/// send buffer, so the bound per stream stands.
+const EAGER_BYTES: usize = 16 * 1024;
 /// Largest read of a file range for one DATA run.
 const FILE_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -111,8 +115,14 @@ pub(super) async fn answer<H: Service>(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if let Some(length) = declared.filter(|&n| n > max_body) {
-        let refusal = Refusal::Parse(ParseError::BodyTooLarge { length });
+    let refused = match authority_error(&parts) {
+        Some(e) => Some(Refusal::Parse(e)),
+        None => declared
+            .filter(|&n| n > max_body)
+            .map(|length| Refusal::Parse(ParseError::BodyTooLarge { length })),
+    };
+    if let Some(refusal) = refused {
+        WorkerStats::add(&ctx.stats.requests, 1);
         drop(recv);
         let _ = send(
             ctx,
@@ -140,7 +150,10 @@ pub(super) async fn answer<H: Service>(
                         }
                         return;
                     }
-                    Err(None) => return,
+                    Err(None) => {
+                        shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
+                        return;
+                    }
                 }
             }
             if answer.close {
@@ -180,8 +193,9 @@ pub(super) async fn answer<H: Service>(
 
     let request = Request::new(parts, body, facts);
     let Some(call) = dispatch::start(ctx, request) else {
+        // `start` has counted and logged the panic.
         shared.end_gracefully();
-        let resp = dispatch::panicked(ctx, b"(in call)").response;
+        let resp = on_error(&Refusal::HandlerPanicked);
         let _ = send(ctx, &mut respond, from_static(resp), head_only, None).await;
         return;
     };
@@ -370,8 +384,20 @@ async fn send<H>(
         || status == http::StatusCode::NO_CONTENT
         || status == http::StatusCode::NOT_MODIFIED;
     let len = body.len();
-    if !(no_content || head_only && parts.headers.contains_key(header::CONTENT_LENGTH)) {
+    // The HTTP/1.1 rules (`exchange`): HEAD and 304 send no body, and a
+    // length the service set itself describes the GET's (RFC 9110 §8.6) and
+    // is kept; else their length is the body's, unless that is empty (which
+    // says nothing of the GET's). 1xx and 204 have none.
+    let bodiless = head_only || status == http::StatusCode::NOT_MODIFIED;
+    let declared = parts.headers.contains_key(header::CONTENT_LENGTH);
+    let informational = status.is_informational() || status == http::StatusCode::NO_CONTENT;
+    if informational {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    } else if !(bodiless && declared) {
         match len {
+            Some(0) if bodiless => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
             Some(n) => {
                 parts
                     .headers
@@ -381,8 +407,6 @@ async fn send<H>(
                 parts.headers.remove(header::CONTENT_LENGTH);
             }
         }
-    } else if no_content && status != http::StatusCode::NOT_MODIFIED {
-        parts.headers.remove(header::CONTENT_LENGTH);
     }
     if !parts.headers.contains_key(header::SERVER) {
         parts
@@ -405,12 +429,13 @@ async fn send<H>(
         return Ok(());
     }
     let timeout = ctx.settings.send_timeout;
+    let mut held = None;
     let sent = match body.kind {
         Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
         Kind::Bytes(b) => put(&mut out, b, true, timeout).await,
         Kind::Pieces(pieces) => send_pieces(&mut out, pieces, timeout).await,
         Kind::Stream(mut stream) => loop {
-            let frame = poll_fn(|cx| stream.as_mut().poll_frame(cx)).await;
+            let frame = next_frames(&mut stream, &mut held).await;
             if let Some(e) = failed.and_then(Cell::get).and_then(refusal_of) {
                 tracing::debug!(refusal = %e, "request body refused mid-response; stream reset");
                 out.send_reset(Reason::CANCEL);
@@ -435,6 +460,98 @@ async fn send<H>(
         },
     };
     sent
+}
+
+/// A streamed body, boxed.
+type Stream = std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = crate::app::BoxError>>>;
+/// One of its frames, as polled.
+type Polled = Option<Result<http_body::Frame<Bytes>, crate::app::BoxError>>;
+
+/// The next frame of a streamed body, data frames ready at once joined (up
+/// to [`EAGER_BYTES`]) into one: a service writing many small chunks must
+/// not cost the client a DATA frame each (h2 clients, the `h2` crate's among
+/// them, close connections that send floods of tiny frames). A frame that
+/// is not data, found while joining, waits in `held` for the next call.
+async fn next_frames(stream: &mut Stream, held: &mut Option<Polled>) -> Polled {
+    if let Some(frame) = held.take() {
+        return frame;
+    }
+    let data = match poll_fn(|cx| stream.as_mut().poll_frame(cx)).await {
+        Some(Ok(frame)) => match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => return Some(Ok(frame)),
+        },
+        other => return other,
+    };
+    if data.len() >= EAGER_BYTES {
+        return Some(Ok(http_body::Frame::data(data)));
+    }
+    let mut joined: Option<bytes::BytesMut> = None;
+    let mut first = Some(data);
+    poll_fn(|cx| {
+        loop {
+            let len = joined.as_ref().map_or(0, |j| j.len()) + first.as_ref().map_or(0, Bytes::len);
+            if len >= EAGER_BYTES || stream.is_end_stream() {
+                break;
+            }
+            match stream.as_mut().poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(more) => {
+                        let j = joined.get_or_insert_with(|| {
+                            let mut j = bytes::BytesMut::with_capacity(EAGER_BYTES);
+                            j.extend_from_slice(&first.take().unwrap_or_default());
+                            j
+                        });
+                        j.extend_from_slice(&more);
+                    }
+                    Err(frame) => {
+                        *held = Some(Some(Ok(frame)));
+                        break;
+                    }
+                },
+                Poll::Ready(other) => {
+                    *held = Some(other);
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let data = match joined {
+        Some(j) => j.freeze(),
+        None => first.unwrap_or_default(),
+    };
+    Some(Ok(http_body::Frame::data(data)))
+}
+
+/// Why the request's authority (`:authority`, else `host`) is refused: the
+/// HTTP/1.1 Host grammar (`http::host`), no userinfo (RFC 9113 §8.3.1), one
+/// `host` at most, and the two agreeing when both are sent.
+fn authority_error(parts: &http::request::Parts) -> Option<ParseError> {
+    use crate::http::host;
+    let hosts: Vec<_> = parts.headers.get_all(header::HOST).iter().collect();
+    if hosts.len() > 1 {
+        return Some(ParseError::BadHost { count: hosts.len() });
+    }
+    let field = hosts.first().map(|v| v.as_bytes());
+    let pseudo = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    let invalid = |in_target, error| ParseError::InvalidHost { in_target, error };
+    if let Some(a) = pseudo {
+        if let Err(e) = host::validate_uri(a) {
+            return Some(invalid(true, e));
+        }
+    }
+    if let Some(h) = field {
+        if let Err(e) = host::validate(h) {
+            return Some(invalid(false, e));
+        }
+        if pseudo.is_some_and(|a| !a.eq_ignore_ascii_case(h)) {
+            return Some(ParseError::BadHost { count: 2 });
+        }
+    }
+    None
 }
 
 /// Header-map helpers for HTTP/2 responses.
@@ -487,9 +604,12 @@ async fn put(
     end: bool,
     timeout: Duration,
 ) -> Result<(), Gone> {
-    if data.is_empty() {
-        if end {
-            out.send_data(data, true).map_err(|_| Gone::Reset)?;
+    if data.is_empty() || data.len() <= EAGER_BYTES {
+        // Small enough to hand to `h2` whole: it goes out as the window
+        // allows, with the head in the same write, without a round of
+        // credit first.
+        if end || !data.is_empty() {
+            out.send_data(data, end).map_err(|_| Gone::Reset)?;
         }
         return Ok(());
     }
