@@ -11,9 +11,14 @@
 //!   conditionals, ranges, precompressed variants, directories, header
 //!   rules, containment, methods; an 8 MiB file through the default
 //!   windows; concurrent streams.
+//! - `h2/app.rs`: a Rust service in this process (`AppServer`): bodies,
+//!   body limits, request and response trailers, streamed responses,
+//!   panics, a service that stops reading, the connection facts.
 
 #[macro_use]
 mod common;
 
+#[path = "h2/app.rs"]
+mod app;
 #[path = "h2/static_files.rs"]
 mod static_files;
