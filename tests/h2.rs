@@ -14,11 +14,15 @@
 //! - `h2/app.rs`: a Rust service in this process (`AppServer`): bodies,
 //!   body limits, request and response trailers, streamed responses,
 //!   panics, a service that stops reading, the connection facts.
+//! - `h2/negotiation.rs`: h2c beside HTTP/1.1, `--h2c off`, ALPN over TLS,
+//!   the HTTP/2 metrics.
 
 #[macro_use]
 mod common;
 
 #[path = "h2/app.rs"]
 mod app;
+#[path = "h2/negotiation.rs"]
+mod negotiation;
 #[path = "h2/static_files.rs"]
 mod static_files;
