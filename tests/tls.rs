@@ -442,7 +442,10 @@ fn alpn_prefers_h2_and_alpn_http11_refuses_an_h2_only_client() {
     let mut s = connected(&Arc::new(none), server.https());
     assert_eq!(s.conn.alpn_protocol(), None);
     assert_eq!(get(&mut s, "/hello.txt", "").body, HELLO);
-    for offered in [vec![b"http/1.1".to_vec(), b"h2".to_vec()], vec![b"h2".to_vec()]] {
+    for offered in [
+        vec![b"http/1.1".to_vec(), b"h2".to_vec()],
+        vec![b"h2".to_vec()],
+    ] {
         let mut c = Arc::unwrap_or_clone(pinned(server.fingerprint(), TLS13));
         c.alpn_protocols = offered;
         let s = connected(&Arc::new(c), server.https());
