@@ -23,6 +23,9 @@
 //!   reader.
 //! - `tls`: the TLS client side: pinned-certificate verification, client
 //!   configs, handshakes and requests over rustls.
+//! - `h2`: the HTTP/2 client side: the `h2` crate's client on a tokio
+//!   runtime of the test's own, h2c or over TLS, and one request asked
+//!   over both protocols with the answers compared.
 //! - `process`: finding a test's processes by a tag in their environment,
 //!   `/proc` readers, and running a command to completion with a bound.
 //! - here: the constants every file shares, [`variant_tests!`] and
@@ -47,6 +50,7 @@
 
 pub mod app;
 pub mod builder;
+pub mod h2;
 pub mod http;
 pub mod process;
 pub mod server;
