@@ -86,6 +86,12 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
+/// A counter of `/metrics`, summed over the workers (the series without a
+/// `worker` label); 0 when absent.
+fn total(metrics: &str, name: &str) -> f64 {
+    common::metric(metrics, name).unwrap_or(0.0)
+}
+
 /// One attack: a server with one worker (thread isolation, the given
 /// driver, an admin listener) over a docroot of `small.txt` and
 /// [`LARGE`]-byte `large.bin`, warmed up over HTTP/1.1 and HTTP/2 before
@@ -293,7 +299,201 @@ fn stream_past_4_is_refused(driver: &str) {
     streams_past_the_limit_are_refused(driver, 4, &["--h2-max-concurrent-streams", "4"]);
 }
 
+// 2. Rapid reset (CVE-2023-44487).
+
+/// What a rapid-reset attack counted in `/metrics` (summed over workers).
+fn reset_metrics(a: &Attack) -> (f64, f64, f64) {
+    let m = a.server.wait_metrics(Duration::from_secs(2), |m| {
+        total(m, "servery_h2_calmed_total") >= 1.0
+    });
+    (
+        total(&m, "servery_h2_calmed_total"),
+        total(&m, "servery_h2_resets_total"),
+        total(&m, "servery_h2_streams_total"),
+    )
+}
+
+/// The classic: thousands of HEADERS + RST_STREAM pairs written as fast as
+/// the socket takes them. The server must end the connection with GOAWAY
+/// ENHANCE_YOUR_CALM long before the last pair (h2's bound on streams reset
+/// before they were accepted, 20, or `--h2-max-resets`, 200 in 10 s), and
+/// count it in `servery_h2_calmed_total`.
+fn rapid_reset_gets_goaway_enhance_your_calm(driver: &str) {
+    const PAIRS: usize = 10_000;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = a.open(&[]);
+    let block = Block::get("/small.txt");
+    let bytes = wire::encode_all((0..PAIRS).flat_map(|n| {
+        [
+            Frame::headers(sid(n), flag::END_HEADERS | flag::END_STREAM, block.bytes()),
+            Frame::rst_stream(sid(n), Code::CANCEL),
+        ]
+    }));
+    let total_bytes = bytes.len();
+    let writer = wire::flood(&c.s, bytes);
+    let seen = c.until(ANSWER_WITHIN, |f| f.kind == kind::GOAWAY);
+    a.sample();
+    let closed = c.until_closed(ANSWER_WITHIN);
+    c.shutdown();
+    let written = writer.join().expect("writer");
+    a.sample();
+    let (last, code) = seen
+        .goaway()
+        .unwrap_or_else(|| panic!("no GOAWAY under rapid reset: {}", seen.summary(10)));
+    assert_eq!(code, Code::ENHANCE_YOUR_CALM, "{}", seen.summary(10));
+    assert!(
+        last < sid(PAIRS - 1) / 2,
+        "GOAWAY only after stream {last} of {}",
+        sid(PAIRS - 1)
+    );
+    assert!(
+        closed.end.closed(),
+        "not closed after the GOAWAY: {}",
+        closed.summary(10)
+    );
+    let (calmed, resets, streams) = reset_metrics(&a);
+    assert!(calmed >= 1.0, "servery_h2_calmed_total {calmed}");
+    a.finish(
+        &format!("rapid reset, {PAIRS} HEADERS+RST_STREAM pairs"),
+        &format!(
+            "GOAWAY(last {last}, {code:?}) then close, {} of {total_bytes} B written; \
+             calmed_total {calmed}, resets_total {resets}, streams_total {streams}",
+            written
+        ),
+    );
+}
+
+/// Resets the server does count, one at a time: each stream asks for the
+/// large file with a zero window (SETTINGS_INITIAL_WINDOW_SIZE 0), so its
+/// response waits for credit; the client resets it once the response
+/// HEADERS arrive. Past `--h2-max-resets` (200 in 10 s) the connection gets
+/// GOAWAY ENHANCE_YOUR_CALM.
+fn resets_of_streams_in_flight_pass_max_resets_and_are_calmed(driver: &str) {
+    const MAX: usize = 200;
+    const TRIES: usize = 3 * MAX;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = a.open(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    let mut goaway = None;
+    let mut resets = 0;
+    for n in 0..TRIES {
+        if c.send_frame(&get(sid(n), "/large.bin")).is_err() {
+            break;
+        }
+        let seen = c.until(ANSWER_WITHIN, |f| {
+            f.kind == kind::GOAWAY || f.stream == sid(n) && f.kind == kind::HEADERS
+        });
+        if let Some(g) = seen.goaway() {
+            goaway = Some(g);
+            break;
+        }
+        match seen.end {
+            End::Matched(f) => assert_eq!(f.status(), Some(200), "stream {}: {f}", sid(n)),
+            end => panic!("stream {}: no response head: {end:?}", sid(n)),
+        }
+        if c.send_frame(&Frame::rst_stream(sid(n), Code::CANCEL))
+            .is_err()
+        {
+            break;
+        }
+        resets += 1;
+    }
+    if goaway.is_none() {
+        goaway = c.until(ANSWER_WITHIN, |f| f.kind == kind::GOAWAY).goaway();
+    }
+    a.sample();
+    let (last, code) =
+        goaway.unwrap_or_else(|| panic!("{resets} resets of streams in flight, no GOAWAY"));
+    assert_eq!(code, Code::ENHANCE_YOUR_CALM);
+    assert!(
+        (MAX..MAX + 10).contains(&resets),
+        "GOAWAY after {resets} resets (--h2-max-resets {MAX})"
+    );
+    let (calmed, counted, streams) = reset_metrics(&a);
+    assert!(calmed >= 1.0, "servery_h2_calmed_total {calmed}");
+    assert!(counted > MAX as f64, "servery_h2_resets_total {counted}");
+    drop(c);
+    a.finish(
+        "resets of streams waiting for credit",
+        &format!(
+            "GOAWAY(last {last}, {code:?}) after {resets} resets; calmed_total {calmed}, \
+             resets_total {counted}, streams_total {streams}"
+        ),
+    );
+}
+
+/// Rapid reset the server does not count: each stream is a GET without
+/// END_STREAM, so the static files wait for its body (`stream::discard`);
+/// a PING round trip makes sure the server has accepted it (h2's
+/// pending-accept bound no longer applies), then the client resets it.
+/// Every one of these streams made the server resolve a path and start an
+/// answer, as in CVE-2023-44487, and a connection should still be calmed
+/// past `--h2-max-resets`.
+fn resets_of_streams_awaiting_a_body_are_calmed(driver: &str) {
+    const MAX: usize = 200;
+    const TRIES: usize = 5 * MAX;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = a.open(&[]);
+    let mut goaway = None;
+    let mut resets = 0;
+    for n in 0..TRIES {
+        if c.send_frame(&get_open(sid(n), "/small.txt")).is_err() {
+            break;
+        }
+        let seen = c.ping_pong((n as u64).to_be_bytes(), ANSWER_WITHIN);
+        if let Some(g) = seen.goaway() {
+            goaway = Some(g);
+            break;
+        }
+        assert!(
+            matches!(seen.end, End::Matched(_)),
+            "stream {}: {}",
+            sid(n),
+            seen.summary(10)
+        );
+        if c.send_frame(&Frame::rst_stream(sid(n), Code::CANCEL))
+            .is_err()
+        {
+            break;
+        }
+        resets += 1;
+    }
+    if goaway.is_none() {
+        goaway = c.ping_pong(*b"the-last", ANSWER_WITHIN).goaway();
+    }
+    a.sample();
+    let m = a.server.metrics();
+    let (calmed, counted, streams) = (
+        total(&m, "servery_h2_calmed_total"),
+        total(&m, "servery_h2_resets_total"),
+        total(&m, "servery_h2_streams_total"),
+    );
+    eprintln!(
+        "h2_attacks: {driver}: resets of streams awaiting a body: {resets} resets, GOAWAY {goaway:?}; \
+         calmed_total {calmed}, resets_total {counted}, streams_total {streams}; {}",
+        a.rss_line()
+    );
+    let (last, code) = goaway.unwrap_or_else(|| {
+        panic!(
+            "{resets} client resets of accepted streams (each a GET awaiting its body) and no \
+             GOAWAY; servery_h2_resets_total {counted}"
+        )
+    });
+    assert_eq!(code, Code::ENHANCE_YOUR_CALM);
+    drop(c);
+    a.finish(
+        "resets of streams awaiting a body",
+        &format!("GOAWAY(last {last}, {code:?}) after {resets} resets"),
+    );
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
+    rapid_reset_gets_goaway_enhance_your_calm,
+    resets_of_streams_in_flight_pass_max_resets_and_are_calmed,
+    #[ignore = "servery does not count these resets: 1000 client resets of accepted streams \
+                (each a GET without END_STREAM, reset while the static files wait for its body) \
+                get no GOAWAY and servery_h2_resets_total stays 0; stream::answer returns on \
+                discard's Err(None) without Shared::reset_by_client"]
+    resets_of_streams_awaiting_a_body_are_calmed,
 }
