@@ -486,6 +486,159 @@ fn resets_of_streams_awaiting_a_body_are_calmed(driver: &str) {
     );
 }
 
+// 3. HPACK bomb (RFC 7541 §7.3, RFC 9113 §10.5.1).
+
+/// The bomb's one large field: in the dynamic table it costs 32 + 6 + 4000
+/// bytes of the 4096 the table may hold (RFC 7541 §4.1).
+const BOMB_VALUE: usize = 4000;
+
+/// `GET /small.txt` with the bomb: one literal with incremental indexing
+/// of [`BOMB_VALUE`] bytes, then `refs` one-byte references to it.
+fn bomb(refs: usize) -> Block {
+    let mut b = Block::get("/small.txt").literal_indexed_new(b"x-bomb", &[b'a'; BOMB_VALUE]);
+    for _ in 0..refs {
+        b = b.indexed(wire::index::FIRST_DYNAMIC);
+    }
+    b
+}
+
+/// A 16 KiB header block that decodes to 12,000 copies of a 4 KiB field
+/// (48 MB): the server must stop decoding near `--h2-max-header-list-bytes`
+/// (h2 gives up at 4 times it with GOAWAY ENHANCE_YOUR_CALM), never build
+/// the list. Sent on 20 connections, so an allocation that stays would
+/// show.
+fn hpack_bomb_is_refused_without_allocating(driver: &str) {
+    const REFS: usize = 12_000;
+    const CONNECTIONS: usize = 20;
+    let mut a = Attack::start(driver, &[]);
+    let block = bomb(REFS);
+    assert!(block.len() <= wire::MAX_FRAME, "{} B", block.len());
+    let decoded = REFS * (6 + BOMB_VALUE + 32);
+    let mut answers = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let mut c = a.open(&[]);
+        c.send_frame(&Frame::headers(
+            1,
+            flag::END_HEADERS | flag::END_STREAM,
+            block.bytes(),
+        ))
+        .expect("write the bomb");
+        let r = response(&mut c, 1);
+        let closed = if r.seen.goaway().is_some() {
+            c.until_closed(ANSWER_WITHIN).end.closed()
+        } else {
+            false
+        };
+        a.sample();
+        answers.push((r, closed));
+    }
+    let (first, _) = &answers[0];
+    let shown = first.seen.summary(10);
+    for (i, (r, closed)) in answers.iter().enumerate() {
+        assert_ne!(r.status, Some(200), "connection {i}: the bomb was answered");
+        let goaway = r.seen.goaway();
+        assert!(
+            matches!(goaway, Some((0, Code::ENHANCE_YOUR_CALM))) && *closed
+                || r.status == Some(431),
+            "connection {i}: want GOAWAY(last 0, ENHANCE_YOUR_CALM) and a close, or a 431: {}",
+            r.seen.summary(10)
+        );
+    }
+    a.finish(
+        &format!(
+            "HPACK bomb: {} B block decoding to {:.0} MB, {CONNECTIONS} connections",
+            block.len(),
+            decoded as f64 / 1e6
+        ),
+        &format!("each answered {shown}"),
+    );
+}
+
+/// A header list just past `--h2-max-header-list-bytes` (five references,
+/// ~20 KB decoded against 16 KiB): RFC 9113 §10.5.1 lets the server answer
+/// 431; the stream ends, the connection goes on.
+fn header_list_past_the_limit_gets_431(driver: &str) {
+    let mut a = Attack::start(driver, &[]);
+    let mut c = a.open(&[]);
+    c.send_frame(&Frame::headers(
+        1,
+        flag::END_HEADERS | flag::END_STREAM,
+        bomb(5).bytes(),
+    ))
+    .expect("write the block");
+    let r = response(&mut c, 1);
+    a.sample();
+    assert_eq!(r.status, Some(431), "{}", r.seen.summary(10));
+    // The connection (and its HPACK state, which now holds the large field)
+    // still serves.
+    let later = c.ping_pong(*b"after431", ANSWER_WITHIN);
+    let after: Vec<String> = later.frames.iter().map(|f| f.to_string()).collect();
+    c.send_frame(&get(3, "/small.txt")).expect("a new stream");
+    let next = response(&mut c, 3);
+    assert_eq!(
+        next.status,
+        Some(200),
+        "stream 3: {}",
+        next.seen.summary(10)
+    );
+    a.finish(
+        "header list of ~20 KB against 16 KiB",
+        &format!(
+            "stream 1 answered {} (then {after:?}); stream 3 answered 200",
+            r.seen.summary(4)
+        ),
+    );
+}
+
+/// Send a header block that opens with a dynamic table size update to
+/// 8192, above our SETTINGS_HEADER_TABLE_SIZE (4096): the GOAWAY it gets
+/// (after the connection closed), and the frames as text.
+fn table_size_update_past_the_setting(a: &mut Attack) -> (Option<(u32, Code)>, String) {
+    let mut c = a.open(&[]);
+    let block = Block::new()
+        .size_update(8192)
+        .then(&Block::get("/small.txt"));
+    c.send_frame(&Frame::headers(
+        1,
+        flag::END_HEADERS | flag::END_STREAM,
+        block.bytes(),
+    ))
+    .expect("write the block");
+    let seen = c.until(ANSWER_WITHIN, |f| f.kind == kind::GOAWAY);
+    let closed = c.until_closed(ANSWER_WITHIN);
+    a.sample();
+    assert!(closed.end.closed(), "not closed: {}", closed.summary(10));
+    (seen.goaway(), seen.summary(4))
+}
+
+/// RFC 7541 §6.3: a size update above the protocol's limit is a decoding
+/// error, which ends the connection (RFC 9113 §4.3).
+fn table_size_update_past_the_setting_ends_the_connection(driver: &str) {
+    let mut a = Attack::start(driver, &[]);
+    let (goaway, seen) = table_size_update_past_the_setting(&mut a);
+    assert!(
+        matches!(
+            goaway,
+            Some((0, Code::COMPRESSION_ERROR | Code::PROTOCOL_ERROR))
+        ),
+        "{seen}"
+    );
+    a.finish(
+        "dynamic table size update 8192 > 4096",
+        &format!("{seen}, then closed"),
+    );
+}
+
+/// The same, with the code RFC 9113 §4.3 names: "A decoding error in a
+/// field block MUST be treated as a connection error of type
+/// COMPRESSION_ERROR".
+fn table_size_update_past_the_setting_is_a_compression_error(driver: &str) {
+    let mut a = Attack::start(driver, &[]);
+    let (goaway, seen) = table_size_update_past_the_setting(&mut a);
+    assert_eq!(goaway, Some((0, Code::COMPRESSION_ERROR)), "{seen}");
+    a.finish("dynamic table size update 8192 > 4096", &seen);
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
@@ -496,4 +649,10 @@ driver_tests! {
                 get no GOAWAY and servery_h2_resets_total stays 0; stream::answer returns on \
                 discard's Err(None) without Shared::reset_by_client"]
     resets_of_streams_awaiting_a_body_are_calmed,
+    hpack_bomb_is_refused_without_allocating,
+    header_list_past_the_limit_gets_431,
+    table_size_update_past_the_setting_ends_the_connection,
+    #[ignore = "h2 0.4.20 answers GOAWAY PROTOCOL_ERROR: its codec/framed_read.rs maps every \
+                HPACK decoding error but NeedMore to PROTOCOL_ERROR"]
+    table_size_update_past_the_setting_is_a_compression_error,
 }
