@@ -639,6 +639,79 @@ fn table_size_update_past_the_setting_is_a_compression_error(driver: &str) {
     a.finish("dynamic table size update 8192 > 4096", &seen);
 }
 
+// 4. CONTINUATION flood (CVE-2024-27316 and its kin, VU#421644).
+
+/// HEADERS without END_HEADERS, then `frames` CONTINUATION frames carrying
+/// `frame`, until all are written or the server ends the connection: it
+/// must end it with GOAWAY ENHANCE_YOUR_CALM, then close, once the header
+/// block passes its bounds (h2: 5 CONTINUATION frames for a 16 KiB header
+/// list, or 4 times the list's size decoded). How much of the flood was
+/// written is reported, not asserted: the kernel's socket buffers take the
+/// first MiB or so whatever the server does.
+fn continuation_flood(driver: &str, what: &str, frames: usize, frame: Vec<u8>) {
+    let mut a = Attack::start(driver, &[]);
+    let mut c = a.open(&[]);
+    let mut out = Frame::headers(1, 0, Block::get("/small.txt").bytes()).encode();
+    let one = Frame::continuation(1, false, &frame).encode();
+    out.reserve(one.len() * frames);
+    for _ in 0..frames {
+        out.extend_from_slice(&one);
+    }
+    let total_bytes = out.len();
+    let writer = wire::flood(&c.s, out);
+    let seen = c.until(ANSWER_WITHIN, |f| f.kind == kind::GOAWAY);
+    a.sample();
+    let closed = c.until_closed(ANSWER_WITHIN);
+    c.shutdown();
+    let written = writer.join().expect("writer");
+    a.sample();
+    let goaway = seen.goaway();
+    assert!(
+        goaway == Some((0, Code::ENHANCE_YOUR_CALM)),
+        "{what}: want GOAWAY(last 0, ENHANCE_YOUR_CALM): {}",
+        seen.summary(10)
+    );
+    assert!(
+        closed.end.closed(),
+        "{what}: not closed: {}",
+        closed.summary(10)
+    );
+    a.finish(
+        what,
+        &format!(
+            "{}, then closed; {:.2} MiB of {:.1} MiB written",
+            seen.summary(4),
+            mib(written),
+            mib(total_bytes as u64)
+        ),
+    );
+}
+
+/// CONTINUATION frames of 16 KiB, each one more header field of ~16 KB:
+/// 1,024 frames, 16 MiB of header block.
+fn continuation_flood_of_large_fields_is_cut(driver: &str) {
+    let value = vec![b'c'; wire::MAX_FRAME - 16];
+    let field = Block::new().literal_new(b"x-c", &value);
+    assert!(field.len() <= wire::MAX_FRAME);
+    continuation_flood(
+        driver,
+        "CONTINUATION flood, 1024 frames of one 16 KB field",
+        1024,
+        field.0,
+    );
+}
+
+/// Empty CONTINUATION frames: they never grow the header block, so only a
+/// bound on the frames themselves stops them; 100,000 of them.
+fn continuation_flood_of_empty_frames_is_cut(driver: &str) {
+    continuation_flood(
+        driver,
+        "CONTINUATION flood, 100000 empty frames",
+        100_000,
+        Vec::new(),
+    );
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
@@ -655,4 +728,6 @@ driver_tests! {
     #[ignore = "h2 0.4.20 answers GOAWAY PROTOCOL_ERROR: its codec/framed_read.rs maps every \
                 HPACK decoding error but NeedMore to PROTOCOL_ERROR"]
     table_size_update_past_the_setting_is_a_compression_error,
+    continuation_flood_of_large_fields_is_cut,
+    continuation_flood_of_empty_frames_is_cut,
 }
