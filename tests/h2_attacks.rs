@@ -28,7 +28,8 @@ mod common;
 mod wire;
 
 use std::fs;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use common::TestServer;
 use wire::{flag, kind, setting, Block, Code, Conn, End, Frame, Seen};
@@ -42,6 +43,10 @@ const MIB: usize = 1024 * KIB;
 const GROWTH_LIMIT: u64 = 32 * MIB as u64;
 /// How long a test waits for any one answer from the server.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// How long a flooding client leaves its socket unread.
+const QUIET: Duration = Duration::from_secs(1);
+/// How often RSS is sampled while a client sleeps.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// The large file of the docroot.
 const LARGE: usize = MIB;
 
@@ -157,6 +162,16 @@ impl Attack {
     fn sample(&mut self) {
         self.rss_last = rss_bytes(self.server.pid());
         self.rss_max = self.rss_max.max(self.rss_last);
+    }
+
+    /// Sleep `d`, sampling RSS every [`SAMPLE_EVERY`].
+    fn sleep_sampling(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.sample();
+            std::thread::sleep(SAMPLE_EVERY.min(until.saturating_duration_since(Instant::now())));
+        }
+        self.sample();
     }
 
     fn growth(&self) -> u64 {
@@ -712,6 +727,189 @@ fn continuation_flood_of_empty_frames_is_cut(driver: &str) {
     );
 }
 
+// 5. Floods of control frames (RFC 9113 §10.5: SETTINGS, PING, empty DATA,
+//    WINDOW_UPDATE).
+
+/// What a flood came to.
+struct Flooded {
+    /// Frames of the kind the flood expects back (ACKs).
+    acks: usize,
+    /// Other frames, as text (at most 10).
+    others: Vec<String>,
+    goaway: Option<(u32, Code)>,
+    closed: bool,
+    /// A PING sent after the flood got its ACK.
+    answered_after: bool,
+    written: u64,
+    total: usize,
+}
+
+impl Flooded {
+    fn describe(&self) -> String {
+        format!(
+            "{} ACKs, other frames {:?}, GOAWAY {:?}, closed {}, PING answered after {}; \
+             {:.2} of {:.2} MiB written",
+            self.acks,
+            self.others,
+            self.goaway,
+            self.closed,
+            self.answered_after,
+            mib(self.written),
+            mib(self.total as u64)
+        )
+    }
+}
+
+/// Write `bytes` on `c` from a thread while the client leaves its socket
+/// unread for [`QUIET`] (sampling RSS), then read everything back (counting
+/// the frames `is_ack` picks) until the writer is done and the server is
+/// quiet, or the server ends the connection; then a PING must be answered
+/// unless it did.
+fn flood(a: &mut Attack, c: &mut Conn, bytes: Vec<u8>, is_ack: impl Fn(&Frame) -> bool) -> Flooded {
+    let total = bytes.len();
+    let writer: JoinHandle<u64> = wire::flood(&c.s, bytes);
+    a.sleep_sampling(QUIET);
+    let mut out = Flooded {
+        acks: 0,
+        others: Vec::new(),
+        goaway: None,
+        closed: false,
+        answered_after: false,
+        written: 0,
+        total,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut quiet_since = Instant::now();
+    while Instant::now() < deadline {
+        match c.next(Duration::from_millis(100)) {
+            Ok(f) => {
+                quiet_since = Instant::now();
+                if is_ack(&f) {
+                    out.acks += 1;
+                } else {
+                    if let Some((last, code, _)) = f.goaway() {
+                        out.goaway.get_or_insert((last, code));
+                    }
+                    if out.others.len() < 10 {
+                        out.others.push(f.to_string());
+                    }
+                }
+            }
+            Err(End::Closed { .. }) => {
+                out.closed = true;
+                break;
+            }
+            Err(_) => {
+                if writer.is_finished() && quiet_since.elapsed() >= Duration::from_millis(500) {
+                    break;
+                }
+            }
+        }
+        if out.acks % 1000 == 0 {
+            a.sample();
+        }
+    }
+    a.sample();
+    if out.closed || out.goaway.is_some() {
+        c.shutdown();
+    } else {
+        out.answered_after = matches!(
+            c.ping_pong(*b"flood-ok", ANSWER_WITHIN).end,
+            End::Matched(_)
+        );
+    }
+    out.written = writer.join().expect("writer");
+    out
+}
+
+/// A flooding client: its receive window is a few KiB, so the server's
+/// answers back up into it at once.
+fn flooder(a: &Attack, settings: &[(u16, u32)]) -> Conn {
+    Conn::connect_small_window(a.server.addr()).hello(settings)
+}
+
+/// 20,000 SETTINGS frames: each must be acknowledged (RFC 9113 §6.5.3), and
+/// h2 keeps one ACK pending and stops reading until it is written, so a
+/// client that does not read stops itself.
+fn settings_flood_is_bounded(driver: &str) {
+    const FRAMES: usize = 20_000;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = flooder(&a, &[]);
+    let one = Frame::settings(&[(setting::INITIAL_WINDOW_SIZE, 65_535)]);
+    let bytes = wire::encode_all(std::iter::repeat_n(one, FRAMES));
+    let f = flood(&mut a, &mut c, bytes, |f| {
+        f.kind == kind::SETTINGS && f.has(flag::ACK)
+    });
+    assert!(
+        f.answered_after && f.acks == FRAMES || f.goaway.is_some_and(|(_, c)| c != Code::NO_ERROR),
+        "SETTINGS flood: {}",
+        f.describe()
+    );
+    a.finish(&format!("SETTINGS flood, {FRAMES} frames"), &f.describe());
+}
+
+/// 20,000 PINGs: each is answered (h2 keeps one PONG pending, as with
+/// SETTINGS), or the connection is ended.
+fn ping_flood_is_bounded(driver: &str) {
+    const FRAMES: usize = 20_000;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = flooder(&a, &[]);
+    let bytes = wire::encode_all((0..FRAMES as u64).map(|i| Frame::ping(i.to_be_bytes())));
+    let f = flood(&mut a, &mut c, bytes, |f| {
+        f.kind == kind::PING && f.has(flag::ACK)
+    });
+    assert!(
+        f.answered_after && f.acks == FRAMES || f.goaway.is_some_and(|(_, c)| c != Code::NO_ERROR),
+        "PING flood: {}",
+        f.describe()
+    );
+    a.finish(&format!("PING flood, {FRAMES} frames"), &f.describe());
+}
+
+/// 20,000 empty DATA frames on an open stream: they carry nothing and cost
+/// no flow-control credit, so only a count stops them (h2: 100, then GOAWAY
+/// ENHANCE_YOUR_CALM).
+fn empty_data_flood_is_calmed(driver: &str) {
+    const FRAMES: usize = 20_000;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = flooder(&a, &[]);
+    let mut bytes = get_open(1, "/small.txt").encode();
+    bytes.extend(wire::encode_all(std::iter::repeat_n(
+        Frame::data(1, false, b""),
+        FRAMES,
+    )));
+    let f = flood(&mut a, &mut c, bytes, |_| false);
+    assert!(
+        matches!(f.goaway, Some((_, Code::ENHANCE_YOUR_CALM))),
+        "empty DATA flood: {}",
+        f.describe()
+    );
+    a.finish(&format!("empty DATA flood, {FRAMES} frames"), &f.describe());
+}
+
+/// 40,000 WINDOW_UPDATEs of 1 byte, half on the connection and half on an
+/// open stream: the windows grow by 20,000 each (far from 2^31 - 1), and
+/// the server answers nothing; it must stay up and answer a PING after.
+fn window_update_flood_is_bounded(driver: &str) {
+    const FRAMES: usize = 40_000;
+    let mut a = Attack::start(driver, &[]);
+    let mut c = flooder(&a, &[]);
+    let mut bytes = get_open(1, "/small.txt").encode();
+    bytes.extend(wire::encode_all(
+        (0..FRAMES).map(|i| Frame::window_update(if i % 2 == 0 { 0 } else { 1 }, 1)),
+    ));
+    let f = flood(&mut a, &mut c, bytes, |_| false);
+    assert!(
+        f.answered_after || f.goaway.is_some_and(|(_, c)| c != Code::NO_ERROR),
+        "WINDOW_UPDATE flood: {}",
+        f.describe()
+    );
+    a.finish(
+        &format!("WINDOW_UPDATE flood, {FRAMES} frames"),
+        &f.describe(),
+    );
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
@@ -730,4 +928,8 @@ driver_tests! {
     table_size_update_past_the_setting_is_a_compression_error,
     continuation_flood_of_large_fields_is_cut,
     continuation_flood_of_empty_frames_is_cut,
+    settings_flood_is_bounded,
+    ping_flood_is_bounded,
+    empty_data_flood_is_calmed,
+    window_update_flood_is_bounded,
 }
