@@ -910,6 +910,86 @@ fn window_update_flood_is_bounded(driver: &str) {
     );
 }
 
+// 6. Zero window and a client that never reads (RFC 9113 §10.5: flow
+//    control as an attack).
+
+/// SETTINGS_INITIAL_WINDOW_SIZE 0 and a request for the large file, no
+/// WINDOW_UPDATE ever: with `--send-timeout 1` the stream is reset
+/// (RST_STREAM CANCEL) within a few seconds, and the connection goes on.
+fn zero_window_stream_is_reset_after_the_send_timeout(driver: &str) {
+    let mut a = Attack::start(driver, &["--send-timeout", "1"]);
+    let mut c = a.open(&[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    let started = Instant::now();
+    c.send_frame(&get(1, "/large.bin")).expect("GET");
+    let r = response(&mut c, 1);
+    let took = started.elapsed();
+    a.sample();
+    assert_eq!(r.status, Some(200), "{}", r.seen.summary(10));
+    assert_eq!(r.body, 0, "DATA sent into a zero window");
+    match &r.seen.end {
+        End::Matched(f) => assert_eq!(
+            f.rst_code(),
+            Some(Code::CANCEL),
+            "want RST_STREAM(1, CANCEL): {}",
+            r.seen.summary(10)
+        ),
+        end => panic!("stream 1 not reset: {end:?} after {}", r.seen.summary(10)),
+    }
+    assert!(took < Duration::from_secs(4), "reset after {took:?}");
+    let after = c.ping_pong(*b"stillup!", ANSWER_WITHIN);
+    assert!(
+        matches!(after.end, End::Matched(_)),
+        "the connection did not go on: {}",
+        after.summary(10)
+    );
+    a.finish(
+        "zero window, GET of 1 MiB, --send-timeout 1",
+        &format!(
+            "{} after {took:.2?}; the connection answered a PING",
+            r.seen.summary(4)
+        ),
+    );
+}
+
+/// Windows opened wide (2^31 - 1 for the connection and every stream), 128
+/// streams each asking for the 1 MiB file, and a client that never reads
+/// its socket: the server may hold at most h2's send buffer per stream plus
+/// one file chunk, whatever the windows allow; `--send-timeout 1` resets
+/// the streams it cannot send on.
+fn client_that_never_reads_many_large_files_is_bounded(driver: &str) {
+    const STREAMS: usize = 128;
+    const WIDE: u32 = (1 << 31) - 1;
+    let mut a = Attack::start(driver, &["--send-timeout", "1"]);
+    let mut c = flooder(&a, &[(setting::INITIAL_WINDOW_SIZE, WIDE)]);
+    let mut frames = vec![Frame::window_update(0, WIDE - 65_535)];
+    frames.extend((0..STREAMS).map(|n| get(sid(n), "/large.bin")));
+    c.send_frames(&frames).expect("write the requests");
+    a.sleep_sampling(Duration::from_secs(3));
+    // Then read for a while, to see what the server did meanwhile.
+    let mut data = 0usize;
+    let mut resets = 0usize;
+    let mut goaway = None;
+    let seen = c.until(Duration::from_secs(2), |f| {
+        match f.kind {
+            kind::DATA => data += f.payload.len(),
+            kind::RST_STREAM => resets += 1,
+            kind::GOAWAY => goaway = f.goaway().map(|(l, c, _)| (l, c)),
+            _ => {}
+        }
+        false
+    });
+    a.sample();
+    drop(c);
+    a.finish(
+        &format!("{STREAMS} GETs of 1 MiB, wide windows, a client that never reads"),
+        &format!(
+            "read afterwards: {:.2} MiB of DATA, {resets} RST_STREAM, GOAWAY {goaway:?}, end {:?}",
+            mib(data as u64),
+            seen.end
+        ),
+    );
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
@@ -932,4 +1012,6 @@ driver_tests! {
     ping_flood_is_bounded,
     empty_data_flood_is_calmed,
     window_update_flood_is_bounded,
+    zero_window_stream_is_reset_after_the_send_timeout,
+    client_that_never_reads_many_large_files_is_bounded,
 }
