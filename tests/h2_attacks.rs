@@ -15,8 +15,9 @@
 //!    [`GROWTH_LIMIT`] between the warmed-up start and the highest sample
 //!    taken during and after the attack.
 //!
-//! A test marked `#[ignore]` shows a weakness found here; its reason says
-//! what fails and where.
+//! The drain test asserts the server's exit instead of check 2, and signals
+//! only the server it started. A test marked `#[ignore]` shows a weakness
+//! found here; its reason says what fails and where.
 //!
 //! Each prints one `h2_attacks:` line with what it saw (run with
 //! `--nocapture`). Every case runs under `--driver uring` and `--driver
@@ -31,7 +32,7 @@ use std::fs;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use common::{Signal, TestServer};
 use wire::{flag, kind, setting, Block, Code, Conn, End, Frame, Seen};
 
 const KIB: usize = 1024;
@@ -1048,6 +1049,98 @@ fn idle_connection_gets_goaway_no_error(driver: &str) {
     );
 }
 
+// 8. Drain.
+
+/// A download in flight when the server is told to stop (SIGTERM,
+/// `--drain-timeout 5`): the client gets GOAWAY NO_ERROR whose last stream
+/// id covers its stream, the stream still completes as the client gives
+/// credit, then the connection closes and the server exits 0.
+fn drain_lets_the_stream_in_flight_finish(driver: &str) {
+    let mut a = Attack::start(driver, &["--drain-timeout", "5"]);
+    let mut c = a.open(&[]);
+    c.send_frame(&get(1, "/large.bin")).expect("GET");
+    // The default windows (65,535) let the first 64 KiB out; then the stream
+    // waits for credit.
+    let mut body = 0usize;
+    let mut status = None;
+    let first = c.until(ANSWER_WITHIN, |f| {
+        if f.stream == 1 && f.kind == kind::HEADERS {
+            status = f.status();
+        }
+        if f.stream == 1 && f.kind == kind::DATA {
+            body += f.payload.len();
+        }
+        body >= 65_535 || f.kind == kind::GOAWAY || f.kind == kind::RST_STREAM
+    });
+    assert_eq!(status, Some(200), "{}", first.summary(10));
+    assert_eq!(body, 65_535, "{}", first.summary(10));
+    a.sample();
+    a.server.signal(Signal::SIGTERM);
+    let mut goaways = Vec::new();
+    let seen = c.until(ANSWER_WITHIN, |f| f.kind == kind::GOAWAY);
+    match &seen.end {
+        End::Matched(f) => goaways.extend(f.goaway().map(|(l, c, _)| (l, c))),
+        end => panic!("no GOAWAY after SIGTERM: {end:?} {}", seen.summary(10)),
+    }
+    // The last sample: once the stream ends the server may exit at once.
+    a.sample();
+    // Credit for the rest of the file, on the connection and the stream;
+    // then read to the stream's end.
+    c.send_frames(&[
+        Frame::window_update(0, LARGE as u32),
+        Frame::window_update(1, LARGE as u32),
+    ])
+    .expect("WINDOW_UPDATE after the GOAWAY");
+    let ended = c.until(Duration::from_secs(10), |f| {
+        if let Some((l, code, _)) = f.goaway() {
+            goaways.push((l, code));
+        }
+        if f.stream == 1 && f.kind == kind::DATA {
+            body += f.payload.len();
+        }
+        f.stream == 1 && (f.has(flag::END_STREAM) || f.kind == kind::RST_STREAM)
+    });
+    match &ended.end {
+        End::Matched(f) => assert!(
+            f.kind == kind::DATA && f.has(flag::END_STREAM),
+            "stream 1 ended with {f}"
+        ),
+        end => panic!("stream 1 did not end: {end:?} {}", ended.summary(10)),
+    }
+    assert_eq!(body, LARGE, "the body");
+    let closed = c.until_closed(ANSWER_WITHIN);
+    for f in &closed.frames {
+        goaways.extend(f.goaway().map(|(l, c, _)| (l, c)));
+    }
+    assert!(
+        closed.end.closed(),
+        "not closed after the stream: {}",
+        closed.summary(10)
+    );
+    assert!(
+        goaways
+            .iter()
+            .all(|&(last, code)| code == Code::NO_ERROR && last >= 1),
+        "GOAWAYs {goaways:?}"
+    );
+    let status = a
+        .server
+        .wait_exit(Duration::from_secs(10))
+        .expect("the server did not exit after the drain");
+    eprintln!(
+        "h2_attacks: {driver}: drain during a 1 MiB download: GOAWAYs {goaways:?}, body {body} B, \
+         then closed ({:?}), exit {status}; {}",
+        closed.end,
+        a.rss_line()
+    );
+    assert_eq!(status.code(), Some(0), "{}", a.server.stderr());
+    assert!(
+        a.growth() < GROWTH_LIMIT,
+        "RSS grew by {:.1} MiB",
+        mib(a.growth())
+    );
+}
+
 driver_tests! {
     stream_past_128_is_refused,
     stream_past_4_is_refused,
@@ -1078,4 +1171,5 @@ driver_tests! {
                 the client leaves the GOAWAY's PING unanswered"]
     preface_without_settings_is_closed_after_the_header_timeout,
     idle_connection_gets_goaway_no_error,
+    drain_lets_the_stream_in_flight_finish,
 }
