@@ -436,21 +436,13 @@ driver_tests! {
     request_trailers_reach_the_service,
     a_streamed_response_keeps_its_trailers,
     bodiless_answers_answer_the_same,
-    #[ignore = "server bug: over HTTP/2 a 304 drops the length of the service's body and a HEAD \
-                with an empty body says content-length: 0, unlike HTTP/1.1"]
     bodiless_lengths_answer_the_same,
     large_responses_arrive_whole,
-    #[ignore = "interop: one DATA frame per small chunk trips the h2 client's small-frame budget \
-                (GOAWAY ENHANCE_YOUR_CALM too_many_data_frames)"]
     a_stream_of_small_chunks_reaches_a_default_client,
-    #[ignore = "server bug: a body in 200+ small DATA frames gets GOAWAY ENHANCE_YOUR_CALM \
-                too_many_data_frames (h2's default data_frame_budget on the server)"]
     a_body_in_small_frames_reads_the_same,
     an_echo_streams_while_it_reads,
     connection_fields_are_dropped_over_h2,
     a_panic_is_500_and_the_server_serves_on,
-    #[ignore = "server bug: over HTTP/2 a panic in call is counted twice (h2/stream.rs calls \
-                dispatch::panicked after dispatch::start already did)"]
     a_panic_is_counted_once,
     a_service_that_does_not_read_shuts_the_window,
     the_service_sees_the_protocol,

@@ -552,8 +552,6 @@ driver_tests! {
     directories_answer_the_same,
     header_rules_answer_the_same,
     containment_answers_the_same,
-    #[ignore = "server bug: over HTTP/2 the Host grammar is not applied; hosts HTTP/1.1 answers \
-                400 are served 200"]
     refused_hosts_answer_the_same,
     methods_answer_the_same,
     eight_mib_file_arrives_intact,

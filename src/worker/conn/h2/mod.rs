@@ -62,10 +62,11 @@ const PENDING_ACCEPT_RESETS: usize = 20;
 const LOCAL_ERROR_RESETS: usize = 1024;
 
 /// h2's bound on buffered small DATA frames (each costs 256 less its size):
-/// room for a few hundred tiny frames a slow reader has not taken yet, up
-/// from h2's 25,600, whose 100-odd frames an honest uploader writing small
-/// chunks can reach; a flood past it is closed with ENHANCE_YOUR_CALM.
-const SMALL_FRAME_BUDGET: usize = 64 * 1024;
+/// room for about a thousand 10-byte frames the service has not taken yet
+/// (~150 KB of frame bookkeeping), up from h2's 25,600, whose hundred an
+/// uploader writing small chunks reaches at once; a flood past it is
+/// closed with ENHANCE_YOUR_CALM.
+const SMALL_FRAME_BUDGET: usize = 256 * 1024;
 
 /// What woke the connection task.
 enum Event {
