@@ -359,7 +359,8 @@ fn ready_line_reports_workers_driver_and_admin() {
     assert_eq!(
         line,
         format!(
-            "servery: ready on http://{addr} — 2 workers, epoll, reuseport, unpinned, admin http://{}",
+            "servery: ready on http://{addr} — 2 workers, epoll, reuseport, unpinned, admin http://{}, \
+             http speaks http/1.1+h2c",
             server.admin()
         )
     );
@@ -374,9 +375,9 @@ fn ready_line_reports_pinned_cpus() {
         .args(&["--cpus", &cpu, "--driver", "epoll"])
         .start();
     assert!(
-        server
-            .ready_line()
-            .ends_with(&format!("1 workers, epoll, reuseport, cpus {cpu}")),
+        server.ready_line().ends_with(&format!(
+            "1 workers, epoll, reuseport, cpus {cpu}, http speaks http/1.1+h2c"
+        )),
         "{}",
         server.ready_line()
     );

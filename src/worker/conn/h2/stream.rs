@@ -356,17 +356,6 @@ async fn discard<H>(ctx: &Ctx<H>, mut recv: RecvStream) -> Result<(), Option<Bod
     }
 }
 
-/// Fields RFC 9113 §8.2.2 forbids in HTTP/2, and those the connection
-/// writes itself.
-fn connection_specific(name: &http::HeaderName) -> bool {
-    name == header::CONNECTION
-        || name == header::TRANSFER_ENCODING
-        || name == header::UPGRADE
-        || name == "keep-alive"
-        || name == "proxy-connection"
-        || name == header::DATE
-}
-
 /// Send `resp` on the stream. `failed` is the request body's state while it
 /// may still be read: a body that breaks the rules mid-response resets the
 /// stream (its head is gone; the status cannot change).
@@ -556,21 +545,27 @@ fn authority_error(parts: &http::request::Parts) -> Option<ParseError> {
 
 /// Header-map helpers for HTTP/2 responses.
 trait ConnectionSafe {
+    /// Drop the fields RFC 9113 §8.2.2 forbids in HTTP/2 and those the
+    /// connection writes itself (`date`).
     fn retain_connection_safe(&mut self);
 }
 
 impl ConnectionSafe for http::HeaderMap {
     fn retain_connection_safe(&mut self) {
-        let bad: Vec<_> = self
-            .keys()
-            .filter(|n| connection_specific(n))
-            .cloned()
-            .collect();
-        for name in bad {
-            self.remove(&name);
+        // RFC 9113 §8.2.2; TE only as "trailers", which a response has no
+        // use for.
+        for name in [
+            header::CONNECTION,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            header::DATE,
+            header::TE,
+        ] {
+            self.remove(name);
         }
-        // RFC 9113 §8.2.2: TE only as "trailers" (a response has no use for it).
-        self.remove(header::TE);
+        for name in ["keep-alive", "proxy-connection"] {
+            self.remove(name);
+        }
     }
 }
 
