@@ -23,8 +23,11 @@
 //! 5. Summarize each point ([`point`]), compute scaling, render the tables ([`render`]) and
 //!    charts ([`chart`]), write the files.
 
+pub mod certificate;
 pub mod chart;
 pub mod cores;
+pub mod curl;
+pub mod h2load;
 pub mod identity;
 pub mod lineup;
 pub mod point;
