@@ -18,7 +18,7 @@
 //!    the server's CPU there, and `run` reads h2load's. Only requests that start and finish
 //!    between those lines are counted by h2load (and logged).
 //! 3. [`parse`] the summary, [`check`] it, and turn it and the log's latencies into a
-//!    [`Report`] ([`report`]).
+//!    [`Report`] ([`report()`]).
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read};
