@@ -7,7 +7,7 @@
 # shellcheck disable=SC2034
 #
 # Use:
-#   write_h2o_conf PREFIX ROOT PORT WORKERS
+#   write_h2o_conf PREFIX ROOT PORT WORKERS [PROTOCOL [CERT KEY]]
 #   h2o_args PREFIX            # sets H2O_ARGS
 #   taskset -c 0-3 h2o "${H2O_ARGS[@]}" &
 #
@@ -17,14 +17,40 @@
 # listening socket (2.2 has no reuseport option), unlike nginx and servery.
 # h2o 2.2 has no sendfile either: it reads files with pread into its own
 # buffers. Keep-alive: h2o has no per-connection request limit, and
-# http1-request-timeout is its idle timeout (75 s, as nginx's below).
+# http1-request-timeout is its idle timeout (75 s, as nginx's below). HTTP/2
+# has no per-connection request limit in h2o either.
 
-# write_h2o_conf PREFIX ROOT PORT WORKERS: write PREFIX/h2o.conf that serves
-# ROOT on 127.0.0.1:PORT with WORKERS threads.
+# h2o_listen PORT PROTOCOL [CERT KEY]: print the listen block for PROTOCOL:
+#   http1  HTTP/1.1 in the clear (the default)
+#   h2c    the same listener: h2o takes HTTP/2 by prior knowledge on any
+#          cleartext listener (it looks for the connection preface)
+#   h2     TLS; ALPN picks h2 (or http/1.1); needs CERT and KEY (PEM files)
+h2o_listen() {
+	local port=$1 protocol=$2 cert=${3:-} key=${4:-}
+	printf 'listen:\n  host: 127.0.0.1\n  port: %s\n' "$port"
+	case $protocol in
+	http1 | h2c) ;;
+	h2)
+		[[ -f $cert && -f $key ]] || die "h2o h2 needs a certificate and key file, got '$cert' '$key'"
+		printf '  ssl:\n'
+		printf '    certificate-file: "%s"\n' "$cert"
+		printf '    key-file: "%s"\n' "$key"
+		# The versions servery (rustls) offers.
+		printf '    minimum-version: TLSv1.2\n'
+		;;
+	*) die "h2o protocol must be http1, h2 or h2c, got '$protocol'" ;;
+	esac
+}
+
+# write_h2o_conf PREFIX ROOT PORT WORKERS [PROTOCOL [CERT KEY]]: write
+# PREFIX/h2o.conf that serves ROOT on 127.0.0.1:PORT with WORKERS threads,
+# speaking PROTOCOL (see h2o_listen; default http1).
 write_h2o_conf() {
-	local prefix=$1 root=$2 port=$3 workers=$4 user_line=""
+	local prefix=$1 root=$2 port=$3 workers=$4 protocol=${5:-http1}
+	local cert=${6:-} key=${7:-} listen user_line=""
 	[[ -d $root ]] || die "h2o docroot '$root' is not a directory"
 	[[ $workers =~ ^[1-9][0-9]*$ ]] || die "h2o workers must be >= 1, got '$workers'"
+	listen=$(h2o_listen "$port" "$protocol" "$cert" "$key")
 	mkdir -p "$prefix"
 	# As root, h2o would setuid to 'nobody', who may not read a private temp
 	# docroot; stay root, the same user servery runs as.
@@ -41,9 +67,7 @@ pid-file: "$prefix/h2o.pid"
 max-connections: 4096
 http1-request-timeout: 75
 file.send-compressed: OFF
-listen:
-  host: 127.0.0.1
-  port: $port
+$listen
 hosts:
   "127.0.0.1:$port":
     paths:

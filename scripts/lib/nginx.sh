@@ -7,7 +7,7 @@
 # shellcheck disable=SC2034
 #
 # Use:
-#   write_nginx_conf PREFIX ROOT PORT WORKERS CPUS
+#   write_nginx_conf PREFIX ROOT PORT WORKERS CPUS [PROTOCOL [CERT KEY]]
 #   nginx_args PREFIX          # sets NGINX_ARGS
 #   taskset -c 0 nginx "${NGINX_ARGS[@]}" &
 
@@ -33,14 +33,41 @@ nginx_affinity() {
 	printf '%s\n' "${out[*]}"
 }
 
-# write_nginx_conf PREFIX ROOT PORT WORKERS CPUS: write PREFIX/nginx.conf that
-# serves ROOT on 127.0.0.1:PORT with WORKERS workers pinned to CPUS, and make
-# PREFIX/tmp for nginx's temp files.
+# nginx_listen PORT PROTOCOL [CERT KEY]: print the server block's listen line
+# (and, for h2, its certificate lines) for PROTOCOL:
+#   http1  HTTP/1.1 in the clear (the default)
+#   h2     TLS; ALPN picks h2 (or http/1.1); needs CERT and KEY (PEM files)
+#   h2c    HTTP/2 by prior knowledge in the clear; nginx then answers only
+#          HTTP/2 on the port (an HTTP/1.1 request there gets no answer)
+nginx_listen() {
+	local port=$1 protocol=$2 cert=${3:-} key=${4:-}
+	printf '        # reuseport: one listening socket per worker, as servery does.\n'
+	case $protocol in
+	http1) printf '        listen 127.0.0.1:%s reuseport;\n' "$port" ;;
+	h2c) printf '        listen 127.0.0.1:%s http2 reuseport;\n' "$port" ;;
+	h2)
+		[[ -f $cert && -f $key ]] || die "nginx h2 needs a certificate and key file, got '$cert' '$key'"
+		printf '        listen 127.0.0.1:%s ssl http2 reuseport;\n' "$port"
+		printf '        ssl_certificate "%s";\n' "$cert"
+		printf '        ssl_certificate_key "%s";\n' "$key"
+		# The versions servery (rustls) offers; nginx 1.22 would add 1.0 and 1.1.
+		printf '        ssl_protocols TLSv1.2 TLSv1.3;\n'
+		;;
+	*) die "nginx protocol must be http1, h2 or h2c, got '$protocol'" ;;
+	esac
+}
+
+# write_nginx_conf PREFIX ROOT PORT WORKERS CPUS [PROTOCOL [CERT KEY]]: write
+# PREFIX/nginx.conf that serves ROOT on 127.0.0.1:PORT with WORKERS workers
+# pinned to CPUS, speaking PROTOCOL (see nginx_listen; default http1), and
+# make PREFIX/tmp for nginx's temp files.
 write_nginx_conf() {
-	local prefix=$1 root=$2 port=$3 workers=$4 cpu_list=$5 affinity user_line=""
+	local prefix=$1 root=$2 port=$3 workers=$4 cpu_list=$5 protocol=${6:-http1}
+	local cert=${7:-} key=${8:-} affinity listen user_line=""
 	[[ -d $root ]] || die "nginx docroot '$root' is not a directory"
 	[[ $workers =~ ^[1-9][0-9]*$ ]] || die "nginx workers must be >= 1, got '$workers'"
 	affinity=$(nginx_affinity "$workers" "$cpu_list")
+	listen=$(nginx_listen "$port" "$protocol" "$cert" "$key")
 	mkdir -p "$prefix/tmp"
 	# As root, nginx would drop its workers to 'nobody', who may not read a
 	# private temp docroot; keep them as root, the same user servery runs as.
@@ -78,6 +105,8 @@ http {
     sendfile on;
     tcp_nopush on;
     tcp_nodelay on;
+    # Since nginx 1.19.7 this also bounds the requests of one HTTP/2
+    # connection (http2_max_requests is gone), so it is as high for h2.
     keepalive_requests 1000000;
     keepalive_timeout 75s;
     open_file_cache max=1000 inactive=20s;
@@ -90,8 +119,7 @@ http {
     scgi_temp_path "$prefix/tmp/scgi";
 
     server {
-        # reuseport: one listening socket per worker, as servery does.
-        listen 127.0.0.1:$port reuseport;
+$listen
         server_name localhost;
         root "$root";
         index index.html;

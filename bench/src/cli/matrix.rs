@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::parse;
 use crate::matrix;
+use crate::matrix::h2load;
 use crate::matrix::scenario::Scenario;
 use crate::matrix::server::Server;
 use crate::plan::CpuSet;
@@ -32,9 +33,11 @@ pub struct MatrixArgs {
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub warmup: Option<Duration>,
     /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
-    /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k].
-    /// Each is measured on the servers that can serve it: app-json and app-post-4k on servery
-    /// and axum-tokio, the others on servery, nginx and h2o.
+    /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k,
+    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k]. Each is measured on the servers
+    /// that can serve it: app-json and app-post-4k on servery and axum-tokio, the others on
+    /// servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over HTTP/2, loaded
+    /// by h2load (skipped, with a note, when h2load or curl is not installed).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
     /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
@@ -71,6 +74,20 @@ pub struct MatrixArgs {
     /// --repo].
     #[arg(long, value_name = "PATH")]
     pub axum_tokio_bin: Option<PathBuf>,
+    /// HTTP/2 connections h2load opens in the h2 scenarios (-c) [default: 8].
+    #[arg(long, value_name = "N")]
+    pub h2_connections: Option<NonZeroUsize>,
+    /// Concurrent streams per HTTP/2 connection (h2load -m) [default: 8].
+    #[arg(long, value_name = "N")]
+    pub h2_streams: Option<NonZeroUsize>,
+    /// h2load threads (-t), at most --h2-connections; each gets a client CPU of its own
+    /// [default: 1].
+    #[arg(long, value_name = "N")]
+    pub h2_threads: Option<NonZeroUsize>,
+    /// Run the h2 scenarios in the clear with HTTP/2 by prior knowledge (h2c) instead of over
+    /// TLS with ALPN h2.
+    #[arg(long)]
+    pub h2c: bool,
     /// The servery checkout (cargo builds there; scripts/lib has the peer configs)
     /// [default: the checkout this binary was built from, else the current directory].
     #[arg(long, value_name = "DIR")]
@@ -128,6 +145,19 @@ impl MatrixArgs {
             axum_bin: self.axum_bin.clone(),
             upload_bin: self.upload_bin.clone(),
             axum_tokio_bin: self.axum_tokio_bin.clone(),
+            h2: {
+                let default = h2load::Settings::default();
+                h2load::Settings {
+                    connections: self.h2_connections.unwrap_or(default.connections),
+                    streams: self.h2_streams.unwrap_or(default.streams),
+                    threads: self.h2_threads.unwrap_or(default.threads),
+                    transport: if self.h2c {
+                        h2load::Transport::H2c
+                    } else {
+                        h2load::Transport::Tls
+                    },
+                }
+            },
             out_dir: self
                 .out
                 .clone()
@@ -152,6 +182,14 @@ pub(super) fn run(args: &MatrixArgs) -> anyhow::Result<ExitCode> {
     let options = args.options();
     if options.duration.is_zero() {
         anyhow::bail!("--duration must be greater than zero");
+    }
+    if options.h2.threads > options.h2.connections {
+        anyhow::bail!(
+            "--h2-threads {} is more than --h2-connections {}: h2load gives each thread a \
+             connection at least",
+            options.h2.threads,
+            options.h2.connections
+        );
     }
     let outcome = matrix::run(&options).context("the matrix could not run")?;
     if !args.quiet {
@@ -183,7 +221,9 @@ mod tests {
         assert_eq!(full.duration, Duration::from_secs(10));
         assert_eq!(full.warmup, Duration::from_secs(3));
         assert_eq!(full.workers, [1, 2, 4]);
-        assert_eq!(full.scenarios.len(), 9);
+        assert_eq!(full.scenarios.len(), 13);
+        assert_eq!(full.h2, h2load::Settings::default());
+        assert_eq!(full.h2.transport, h2load::Transport::Tls);
         assert_eq!(full.servers.len(), 5);
         assert!(full.axum_bin.is_none() && full.upload_bin.is_none());
         let quick = options(&["matrix", "--quick"]);
@@ -232,5 +272,29 @@ mod tests {
         assert_eq!(apps.upload_bin, Some(PathBuf::from("/b/upload")));
         assert_eq!(apps.axum_tokio_bin, Some(PathBuf::from("/b/axum_tokio")));
         assert!(parse(&["matrix", "--servers", "apache"]).is_err());
+        let h2 = options(&[
+            "matrix",
+            "--scenarios",
+            "h2-static-1k,h2-app-1k",
+            "--h2-connections",
+            "4",
+            "--h2-streams",
+            "32",
+            "--h2-threads",
+            "2",
+            "--h2c",
+        ]);
+        assert_eq!(h2.scenarios, [Scenario::H2Static1k, Scenario::H2App1k]);
+        assert_eq!(
+            (
+                h2.h2.connections.get(),
+                h2.h2.streams.get(),
+                h2.h2.threads.get()
+            ),
+            (4, 32, 2)
+        );
+        assert_eq!(h2.h2.transport, h2load::Transport::H2c);
+        assert_eq!(h2.h2.in_flight(), 128);
+        assert!(parse(&["matrix", "--h2-streams", "0"]).is_err());
     }
 }

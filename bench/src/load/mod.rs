@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use tally::ErrorClass;
-pub(crate) use tally::Tally;
+pub(crate) use tally::{histogram, Tally};
 
 use crate::plan::{self, Plan};
 use crate::report::Report;

@@ -123,7 +123,8 @@ impl Tally {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+/// An empty latency histogram, microseconds, with the bounds every tally uses.
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, SIGNIFICANT_DIGITS)
         .expect("constant histogram bounds are valid: 1 <= low, high >= 2 * low, sigfig <= 5")
 }

@@ -34,6 +34,11 @@ pub struct Identity {
     pub nginx_version: Option<String>,
     pub h2o_version: Option<String>,
     pub wrk_version: Option<String>,
+    /// `h2load --version`, `curl --version`, `openssl version` (first lines): the h2
+    /// scenarios' load generator, answer checker and certificate maker.
+    pub h2load_version: Option<String>,
+    pub curl_version: Option<String>,
+    pub openssl_version: Option<String>,
     /// `/proc/sys/kernel/osrelease`.
     pub kernel: Option<String>,
     /// The first `model name` of `/proc/cpuinfo`.

@@ -9,7 +9,9 @@
 //! Flow:
 //! 1. [`wanted`]: the selected servers that can serve each scenario, in the selected order.
 //! 2. The matrix resolves the programs [`needed`] by those lineups.
-//! 3. [`without`]: drop the servers whose program is unavailable, and lineups left empty.
+//! 3. [`without`]: drop the servers whose program is unavailable, and lineups left empty;
+//!    [`with_h2_tools`]: drop the h2 scenarios h2load or curl cannot run, and the peers from
+//!    them when there is no openssl to make their certificate.
 //! 4. [`Lineup::at`]: the servers of a lineup that run a given worker count.
 
 use serde::Serialize;
@@ -73,7 +75,8 @@ pub fn wanted(scenarios: &[Scenario], selected: &[Server]) -> (Vec<Lineup>, Vec<
 fn sits_out(server: Server) -> &'static str {
     match server {
         Server::AxumTokio => {
-            "it serves the axum Router of examples/axum/routes.rs, so app-json and app-post-4k only"
+            "it serves the axum Router of examples/axum/routes.rs over HTTP/1.1, so app-json and \
+             app-post-4k only"
         }
         Server::Nginx | Server::H2o => {
             "there is no such app for it; app-json and app-post-4k compare servery with the same \
@@ -130,6 +133,83 @@ pub fn without(lineups: Vec<Lineup>, unavailable: &[Program]) -> (Vec<Lineup>, V
     (kept, notes)
 }
 
+/// Which of the h2 scenarios' tools a run has, and whether it runs them over TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct H2Tools {
+    pub h2load: bool,
+    pub curl: bool,
+    pub openssl: bool,
+    pub tls: bool,
+}
+
+/// Step 3, for the h2 scenarios: without h2load or curl none of them runs; over TLS without
+/// openssl the peers sit out (servery makes its own certificate). A note for each cut.
+pub fn with_h2_tools(lineups: Vec<Lineup>, tools: H2Tools) -> (Vec<Lineup>, Vec<String>) {
+    let h2: Vec<&str> = lineups
+        .iter()
+        .filter(|l| l.scenario.is_h2())
+        .map(|l| l.scenario.name())
+        .collect();
+    if h2.is_empty() {
+        return (lineups, Vec::new());
+    }
+    let names = h2.join(", ");
+    let missing = match (tools.h2load, tools.curl) {
+        (false, _) => Some(
+            "h2load, their load generator, is not installed (scripts/install-peers.sh installs \
+             it: Debian package nghttp2-client)",
+        ),
+        (true, false) => Some(
+            "curl, which checks each server's first HTTP/2 answers, is not installed \
+             (Debian package curl)",
+        ),
+        (true, true) => None,
+    };
+    if let Some(why) = missing {
+        let kept = lineups
+            .into_iter()
+            .filter(|l| !l.scenario.is_h2())
+            .collect();
+        return (kept, vec![format!("{names}: not run: {why}.")]);
+    }
+    if !tools.tls || tools.openssl {
+        return (lineups, Vec::new());
+    }
+    let mut notes = Vec::new();
+    let mut cut: Vec<&str> = Vec::new();
+    let mut kept = Vec::new();
+    for mut lineup in lineups {
+        if lineup.scenario.is_h2() {
+            lineup.servers.retain(|s| {
+                let peer = matches!(s, Server::Nginx | Server::H2o);
+                if peer && !cut.contains(&s.name()) {
+                    cut.push(s.name());
+                }
+                !peer
+            });
+            if lineup.servers.is_empty() {
+                notes.push(format!(
+                    "{}: no server left to measure, so it is not run.",
+                    lineup.scenario.name()
+                ));
+                continue;
+            }
+        }
+        kept.push(lineup);
+    }
+    if !cut.is_empty() {
+        notes.insert(
+            0,
+            format!(
+                "{} take(s) no part in {names}: openssl, which makes their TLS certificate, is \
+                 not installed (servery makes its own).",
+                cut.join(", ")
+            ),
+        );
+    }
+    (kept, notes)
+}
+
 /// A note when a one-thread server is skipped at some of `workers`.
 pub fn worker_notes(lineups: &[Lineup], workers: &[usize]) -> Vec<String> {
     let mut notes = Vec::new();
@@ -162,13 +242,18 @@ pub fn app_notes(lineups: &[Lineup]) -> Vec<String> {
             .any(|l| l.scenario == scenario && l.servers.iter().any(server))
     };
     let mut notes = Vec::new();
-    if measured(Scenario::App1k, |s| !s.is_servery()) {
-        notes.push(
-            "app-1k: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
+    let hello: Vec<&str> = [Scenario::App1k, Scenario::H2App1k]
+        .into_iter()
+        .filter(|&s| measured(s, |s| !s.is_servery()))
+        .map(|s| s.name())
+        .collect();
+    if !hello.is_empty() {
+        notes.push(format!(
+            "{}: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
              nginx and h2o serve hello.txt, a static file with exactly that body, marked \
-             \"(static file)\"."
-                .to_string(),
-        );
+             \"(static file)\".",
+            hello.join(", ")
+        ));
     }
     if [Scenario::AppJson, Scenario::AppPost4k]
         .iter()
@@ -272,6 +357,85 @@ mod tests {
         assert!(app_notes(&tokio_only).is_empty());
         let (servery_only, _) = wanted(&[Scenario::App1k], &[Server::ServeryThread]);
         assert!(app_notes(&servery_only).is_empty());
+        let (both, _) = wanted(&[Scenario::App1k, Scenario::H2App1k], &Server::ALL);
+        assert!(app_notes(&both)[0].starts_with("app-1k, h2-app-1k: servery runs examples/hello"));
+    }
+
+    #[test]
+    fn h2_scenarios_need_h2load_and_curl_and_peers_need_openssl() {
+        let scenarios = [Scenario::Static1k, Scenario::H2Static1k, Scenario::H2App1k];
+        let (lineups, _) = wanted(&scenarios, &Server::ALL);
+        let all = H2Tools {
+            h2load: true,
+            curl: true,
+            openssl: true,
+            tls: true,
+        };
+        let (kept, notes) = with_h2_tools(lineups.clone(), all);
+        assert_eq!((kept.len(), notes.len()), (3, 0));
+        assert_eq!(kept[1].servers.len(), 4);
+
+        let (kept, notes) = with_h2_tools(
+            lineups.clone(),
+            H2Tools {
+                h2load: false,
+                ..all
+            },
+        );
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].scenario, Scenario::Static1k);
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("h2-static-1k, h2-app-1k: not run: h2load")
+                && notes[0].contains("nghttp2-client"),
+            "{notes:?}"
+        );
+        let (kept, notes) = with_h2_tools(lineups.clone(), H2Tools { curl: false, ..all });
+        assert_eq!(kept.len(), 1);
+        assert!(notes[0].contains("curl"), "{notes:?}");
+
+        let no_openssl = H2Tools {
+            openssl: false,
+            ..all
+        };
+        let (kept, notes) = with_h2_tools(lineups.clone(), no_openssl);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(kept[0].servers.len(), 4, "HTTP/1.1 keeps its peers");
+        assert_eq!(
+            kept[1].servers,
+            [Server::ServeryThread, Server::ServeryProcess]
+        );
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("nginx, h2o take(s) no part in h2-static-1k, h2-app-1k: openssl"),
+            "{notes:?}"
+        );
+        // h2c needs no certificate.
+        let (kept, notes) = with_h2_tools(
+            lineups.clone(),
+            H2Tools {
+                tls: false,
+                ..no_openssl
+            },
+        );
+        assert_eq!((kept[1].servers.len(), notes.len()), (4, 0));
+        // Peers only: the scenario is left with nobody.
+        let (peers, _) = wanted(&[Scenario::H2Static8m], &[Server::Nginx]);
+        let (kept, notes) = with_h2_tools(peers, no_openssl);
+        assert!(kept.is_empty());
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        // No h2 scenario: nothing to say, whatever is missing.
+        let (h1, _) = wanted(&[Scenario::Static1k], &Server::ALL);
+        let (kept, notes) = with_h2_tools(
+            h1,
+            H2Tools {
+                h2load: false,
+                curl: false,
+                openssl: false,
+                tls: true,
+            },
+        );
+        assert_eq!((kept.len(), notes.len()), (1, 0));
     }
 
     #[test]

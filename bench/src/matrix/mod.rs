@@ -5,7 +5,8 @@
 //! first or last), starting and stopping servers, sampling them from `/proc`, and writing the
 //! artifact set under `bench/results/`: `matrix-STAMP.json` (identity and every raw trial),
 //! `matrix-STAMP.md` (the tables) and two SVG charts.
-//! Does not own: load generation (`load::run_with`) or checking answers (`validate`).
+//! Does not own: load generation (`load::run_with`; h2load for the h2 scenarios, [`h2load`])
+//! or checking answers (`validate`; [`curl`] over HTTP/2).
 //!
 //! Flow:
 //! 1. Split the CPUs into a server side and a client side ([`cores`]); drop worker counts the
@@ -13,9 +14,10 @@
 //! 2. Line up each scenario's servers ([`lineup`]: the selected ones that can serve it); build
 //!    the programs they run or take them from `--servery-bin`, `--hello-bin`, `--axum-bin`,
 //!    `--upload-bin`, `--axum-tokio-bin` ([`programs`]); find the peers; leave out, with a
-//!    note, servers whose program or peer is missing; record the [`identity`]. Pin this
-//!    thread to a client CPU.
-//! 3. Write the docroot ([`scenario`]) into a temp directory.
+//!    note, servers whose program or peer is missing, and h2 scenarios whose tools are
+//!    ([`lineup::with_h2_tools`]); record the [`identity`]. Pin this thread to a client CPU.
+//! 3. Write the docroot ([`scenario`]) into a temp directory, and the peers' TLS
+//!    [`certificate`] when h2 scenarios run over TLS with a peer.
 //! 4. For each scenario, worker count and trial, for each server of the lineup that runs that
 //!    many workers, in the trial's rotated order (`trial`): start it on a fresh port under
 //!    `taskset`, wait for its first valid answer, validate the scenario's request, run warm-up
@@ -23,8 +25,11 @@
 //! 5. Summarize each point ([`point`]), compute scaling, render the tables ([`render`]) and
 //!    charts ([`chart`]), write the files.
 
+pub mod certificate;
 pub mod chart;
 pub mod cores;
+pub mod curl;
+pub mod h2load;
 pub mod identity;
 pub mod lineup;
 pub mod point;
@@ -95,6 +100,8 @@ pub struct Options {
     pub axum_bin: Option<PathBuf>,
     pub upload_bin: Option<PathBuf>,
     pub axum_tokio_bin: Option<PathBuf>,
+    /// The h2 scenarios' load (h2load `-c`, `-m`, `-t`) and transport.
+    pub h2: h2load::Settings,
     /// The servery checkout: where cargo builds, `scripts/lib` lives and git is asked.
     pub repo: PathBuf,
     /// Where the artifact files go.
@@ -124,6 +131,8 @@ pub enum Error {
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Chart(#[from] chart::Error),
+    #[error("cannot make the peers' TLS certificate: {0}")]
+    Certificate(#[from] certificate::Error),
 }
 
 /// The files a run wrote, and its tables.
@@ -151,6 +160,9 @@ struct Settings {
     static_connections: usize,
     large_connections: usize,
     app_connections: usize,
+    /// The h2 scenarios' h2load settings, and the streams they keep in flight.
+    h2: h2load::Settings,
+    h2_streams_in_flight: usize,
     client_bound_busy: f64,
 }
 
@@ -161,7 +173,8 @@ struct Artifact<'a> {
     settings: &'a Settings,
     assignment: &'a Assignment,
     programs: &'a Programs,
-    /// Each peer's config text as first written for each worker count ("nginx/1").
+    /// Each peer's config text as first written for each worker count ("nginx/1"), and for
+    /// the h2 scenarios ("nginx/1/h2" over TLS, "nginx/1/h2c" in the clear).
     configs: &'a BTreeMap<String, String>,
     notes: &'a [String],
     points: &'a [Point],
@@ -231,6 +244,17 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
     }
     let (lineups, cut_notes) = lineup::without(lineups, &unavailable);
     notes.extend(cut_notes);
+    let tls = options.h2.transport == h2load::Transport::Tls;
+    let (lineups, h2_notes) = lineup::with_h2_tools(
+        lineups,
+        lineup::H2Tools {
+            h2load: programs.h2load.is_some(),
+            curl: programs.curl.is_some(),
+            openssl: programs.openssl.is_some(),
+            tls,
+        },
+    );
+    notes.extend(h2_notes);
     notes.extend(lineup::worker_notes(&lineups, &workers));
     if lineups.is_empty() {
         return Err(Error::NoServers {
@@ -273,6 +297,9 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         nginx_version: version(&programs.nginx, &["-v"]),
         h2o_version: version(&programs.h2o, &["--version"]),
         wrk_version: version(&wrk, &["--version"]),
+        h2load_version: version(&programs.h2load, &["--version"]),
+        curl_version: version(&programs.curl, &["--version"]),
+        openssl_version: version(&programs.openssl, &["version"]),
         kernel: identity::kernel(),
         cpu_model: identity::cpu_model(),
         logical_cpus: topology.logical_cpus(),
@@ -290,6 +317,14 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         path: docroot.clone(),
         source,
     })?;
+    let peers_on_tls = tls
+        && lineups
+            .iter()
+            .any(|l| l.scenario.is_h2() && l.servers.iter().any(|s| !s.is_servery()));
+    let certificate = match (&programs.openssl, peers_on_tls) {
+        (Some(openssl), true) => Some(certificate::make(openssl, &work.path)?),
+        _ => None,
+    };
 
     // 4. Trials.
     let settings = Settings {
@@ -305,6 +340,8 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         static_connections: scenario::STATIC_CONNECTIONS,
         large_connections: scenario::LARGE_CONNECTIONS,
         app_connections: scenario::APP_CONNECTIONS,
+        h2: options.h2,
+        h2_streams_in_flight: options.h2.in_flight(),
         client_bound_busy: stats::CLIENT_BOUND_BUSY,
     };
     let context = trial::Context {
@@ -314,6 +351,8 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         client_cpus: CpuSet::from_ids(assignment.client.clone()).ok_or(Error::Pin { cpu: 0 })?,
         duration: options.duration,
         warmup: options.warmup,
+        h2: options.h2,
+        certificate: certificate.as_ref(),
     };
     let total: usize = lineups
         .iter()
@@ -346,9 +385,12 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
                     ));
                     let (record, config) = context.run(scenario, server, &cpus, t, position);
                     if let Some(text) = config {
-                        configs
-                            .entry(format!("{}/{n}", server.name()))
-                            .or_insert(text);
+                        let mut key = format!("{}/{n}", server.name());
+                        if scenario.is_h2() {
+                            key.push('/');
+                            key.push_str(options.h2.transport.protocol());
+                        }
+                        configs.entry(key).or_insert(text);
                     }
                     progress.finish_one();
                     let index = match points.iter().position(|p| {
@@ -379,6 +421,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         p.summary = point::summarize(&p.trials);
     }
     point::fill_scaling(&mut points);
+    notes.extend(negotiated(&points));
     let order = |s: Server| servers.iter().position(|&x| x == s);
     points.sort_by_key(|p| {
         (
@@ -518,6 +561,28 @@ fn markdown(
         settings.large_connections,
         settings.app_connections
     );
+    if settings.lineups.iter().any(|l| l.scenario.is_h2()) {
+        let h2 = &settings.h2;
+        let _ = writeln!(
+            out,
+            "- h2 scenarios: {} `-c {} -m {} -t {}` ({} streams in flight) {}, on the first {} \
+             client CPU(s); curl checks readiness and one answer's bytes over HTTP/2 first. \
+             Client core there is h2load's utime + stime over the window, whose edges are \
+             h2load's own phase lines",
+            opt(&identity.h2load_version),
+            h2.connections,
+            h2.streams,
+            h2.threads,
+            settings.h2_streams_in_flight,
+            match h2.transport {
+                h2load::Transport::Tls =>
+                    "over TLS (ALPN h2; the peers with a self-signed P-256 certificate made for \
+                     the run, servery with its own from --tls-self-signed)",
+                h2load::Transport::H2c => "in the clear (h2c, by prior knowledge)",
+            },
+            h2.threads.get().min(assignment.client.len()),
+        );
+    }
     for note in notes {
         let _ = writeln!(out, "- {note}");
     }
@@ -535,6 +600,43 @@ fn markdown(
             .join(", ")
     );
     out
+}
+
+/// A note of the TLS version and cipher h2load negotiated with each server in the h2
+/// scenarios (one line when all agree), so a reader sees that the handshakes and record
+/// encryption compared were the same.
+fn negotiated(points: &[Point]) -> Option<String> {
+    let mut seen: Vec<(Server, String)> = Vec::new();
+    for p in points.iter().filter(|p| p.scenario.is_h2()) {
+        for out in p
+            .trials
+            .iter()
+            .filter_map(|t| Some(&t.h2load.as_ref()?.output))
+        {
+            let (Some(version), Some(cipher)) = (&out.tls_protocol, &out.cipher) else {
+                continue;
+            };
+            let tls = format!("{version} {cipher}");
+            if !seen.iter().any(|(s, t)| *s == p.server && *t == tls) {
+                seen.push((p.server, tls));
+            }
+        }
+    }
+    let first = seen.first()?.1.clone();
+    if seen.iter().all(|(_, t)| *t == first) {
+        return Some(format!(
+            "h2 over TLS: h2load negotiated {first} with every server."
+        ));
+    }
+    let each: Vec<String> = seen
+        .iter()
+        .map(|(s, t)| format!("{} {t}", s.label()))
+        .collect();
+    Some(format!(
+        "h2 over TLS: h2load negotiated {} (they differ, so record encryption cost differs \
+         too).",
+        each.join("; ")
+    ))
 }
 
 fn file_name(path: &Path) -> String {
@@ -569,6 +671,48 @@ impl Drop for WorkDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_negotiated_cipher_is_noted_once_when_all_agree() {
+        let with = |server, cipher: &str| Point {
+            scenario: Scenario::H2Static1k,
+            server,
+            workers: 1,
+            server_cpus: vec![0],
+            trials: vec![point::Trial {
+                h2load: Some(h2load::Record {
+                    output: h2load::Output {
+                        tls_protocol: Some("TLSv1.3".into()),
+                        cipher: Some(cipher.into()),
+                        ..h2load::Output::default()
+                    },
+                    ..h2load::Record::default()
+                }),
+                ..point::Trial::default()
+            }],
+            summary: point::Summary::default(),
+        };
+        let aes = "TLS_AES_128_GCM_SHA256";
+        let same = [with(Server::ServeryThread, aes), with(Server::Nginx, aes)];
+        assert_eq!(
+            negotiated(&same).as_deref(),
+            Some(
+                "h2 over TLS: h2load negotiated TLSv1.3 TLS_AES_128_GCM_SHA256 with every server."
+            )
+        );
+        let differ = [
+            with(Server::ServeryThread, "TLS_AES_256_GCM_SHA384"),
+            with(Server::Nginx, aes),
+        ];
+        let note = negotiated(&differ).expect("note");
+        assert!(
+            note.contains(
+                "servery (thread) TLSv1.3 TLS_AES_256_GCM_SHA384; nginx TLSv1.3 TLS_AES_128"
+            ),
+            "{note}"
+        );
+        assert_eq!(negotiated(&[]), None);
+    }
 
     #[test]
     fn server_order_rotates_across_trials() {

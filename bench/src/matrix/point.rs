@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::h2load;
 use super::procfs::Memory;
 use super::scenario::Scenario;
 use super::server::{Ready, Server, Stopped};
@@ -40,8 +41,11 @@ pub struct Trial {
     pub server_side_cpus: usize,
     /// Load threads (one per client CPU, at most one per connection).
     pub client_threads: usize,
-    /// The load generator's report for the timed window.
+    /// The load generator's report for the timed window (for an h2 scenario, made from
+    /// h2load's output: see `h2load::report`).
     pub report: Option<Report>,
+    /// What h2load printed and used, in an h2 scenario.
+    pub h2load: Option<h2load::Record>,
     pub latency_cdf: Vec<Quantile>,
     pub stopped: Option<Stopped>,
     /// Why the trial has no (or no valid) measurement: the server did not start, or failed

@@ -15,7 +15,9 @@
 //!    example in one `cargo build --release --example ...`.
 //! 3. Every given or built path must be a file. A program neither given nor in the checkout
 //!    is returned as unavailable, and the matrix leaves out the servers that need it.
-//! 4. nginx and h2o are looked up on `PATH` (and `/usr/sbin`).
+//! 4. nginx and h2o are looked up on `PATH` (and `/usr/sbin`), and so are the h2 scenarios'
+//!    tools: h2load (the load), curl (readiness and the answer's bytes over HTTP/2) and
+//!    openssl (the peers' certificate).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -112,6 +114,12 @@ pub struct Programs {
     pub axum_tokio: Option<PathBuf>,
     pub nginx: Option<PathBuf>,
     pub h2o: Option<PathBuf>,
+    /// nghttp2's HTTP/2 load generator (Debian nghttp2-client), for the h2 scenarios.
+    pub h2load: Option<PathBuf>,
+    /// curl, which checks readiness and one answer over HTTP/2 in the h2 scenarios.
+    pub curl: Option<PathBuf>,
+    /// openssl, which makes the peers' certificate for the h2 scenarios over TLS.
+    pub openssl: Option<PathBuf>,
     /// `scripts/lib`, where the peers' config writers live.
     pub scripts_lib: PathBuf,
 }
@@ -156,6 +164,9 @@ pub fn resolve(options: &Options, needed: &[Program]) -> Result<(Programs, Vec<P
     let mut programs = Programs {
         nginx: which("nginx"),
         h2o: which("h2o"),
+        h2load: which("h2load"),
+        curl: which("curl"),
+        openssl: which("openssl"),
         scripts_lib: absolute(options.repo.join("scripts/lib")),
         ..Programs::default()
     };

@@ -53,8 +53,9 @@ fn throughput(out: &mut String, points: &[Point]) {
         "Medians over trials. RPS MAD: median absolute deviation as a share of the median. \
          Scaling / efficiency: against the same server's 1-worker point. Errors: failed \
          requests over all trials; any error or failed trial makes the point **invalid**. \
-         Client core: how busy the load generator's threads were; at 90 % or more the point is \
-         **client-bound** and its RPS a floor for the server. Other load: share of the point's \
+         Client core: how busy the load generator's threads were (h2load's in the h2-* \
+         scenarios); at 90 % or more the point is **client-bound** and its RPS a floor for the \
+         server. Other load: share of the point's \
          server CPUs and of the client CPUs that other tasks used in the window (`/proc/stat` \
          minus our processes); at 10 % or more the point is **contended**: the machine was not \
          quiet and the numbers say as much about the neighbours as about the server.\n\n",
@@ -115,7 +116,8 @@ fn startup(out: &mut String, points: &[Point]) {
     out.push_str("### Startup, CPU and memory\n\n");
     out.push_str(
         "Start: spawn until the port accepts a connection. Ready: spawn until the first valid \
-         response. RSS and PSS are summed over the server's process tree \
+         response (in the h2-* scenarios, curl's over HTTP/2, curl's own start and TLS \
+         handshake included). RSS and PSS are summed over the server's process tree \
          (`/proc/PID/smaps_rollup`) at ready and at their peak during the trial. CPU: utime + \
          stime of the tree over the timed window, as cores used and as µs per request. \
          Medians over trials.\n\n",

@@ -8,6 +8,11 @@
 //! a static server has (the tables say so). `app-json` and `app-post-4k` have no static
 //! stand-in: they compare servery's app API with the same axum Router on tokio (`axum-tokio`,
 //! `examples/axum_tokio.rs`), which is the baseline there; nginx and h2o take no part.
+//!
+//! The `h2-*` scenarios are HTTP/2 twins of `static-1k`, `static-64k`, `static-8m` and
+//! `app-1k` ([`Scenario::twin`]): the same request, answer, servers and baseline, but loaded by
+//! h2load over TLS (ALPN h2) or h2c with the run's h2 settings (`h2load::Settings`) instead of
+//! `servery-load` over HTTP/1.1.
 
 use std::fs;
 use std::io;
@@ -88,6 +93,14 @@ pub enum Scenario {
     AppJson,
     /// POST a 4 KiB body, answered with its SHA-256 (servery: examples/upload; axum-tokio).
     AppPost4k,
+    /// [`Scenario::Static1k`] over HTTP/2.
+    H2Static1k,
+    /// [`Scenario::Static64k`] over HTTP/2.
+    H2Static64k,
+    /// [`Scenario::Static8m`] over HTTP/2.
+    H2Static8m,
+    /// [`Scenario::App1k`] over HTTP/2 (servery: examples/hello).
+    H2App1k,
 }
 
 /// The `Range` of [`Scenario::StaticRange64k`]: 64 KiB starting at 1 MiB, so the server must
@@ -120,7 +133,7 @@ pub struct Request {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Static1k,
         Scenario::Static64k,
         Scenario::Static8m,
@@ -130,6 +143,10 @@ impl Scenario {
         Scenario::App1k,
         Scenario::AppJson,
         Scenario::AppPost4k,
+        Scenario::H2Static1k,
+        Scenario::H2Static64k,
+        Scenario::H2Static8m,
+        Scenario::H2App1k,
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,7 +160,27 @@ impl Scenario {
             Scenario::App1k => "app-1k",
             Scenario::AppJson => "app-json",
             Scenario::AppPost4k => "app-post-4k",
+            Scenario::H2Static1k => "h2-static-1k",
+            Scenario::H2Static64k => "h2-static-64k",
+            Scenario::H2Static8m => "h2-static-8m",
+            Scenario::H2App1k => "h2-app-1k",
         }
+    }
+
+    /// The HTTP/1.1 scenario an h2 scenario is the twin of (itself for the HTTP/1.1 ones).
+    pub fn twin(self) -> Scenario {
+        match self {
+            Scenario::H2Static1k => Scenario::Static1k,
+            Scenario::H2Static64k => Scenario::Static64k,
+            Scenario::H2Static8m => Scenario::Static8m,
+            Scenario::H2App1k => Scenario::App1k,
+            other => other,
+        }
+    }
+
+    /// Loaded over HTTP/2 by h2load.
+    pub fn is_h2(self) -> bool {
+        self.twin() != self
     }
 
     pub fn parse(name: &str) -> Option<Scenario> {
@@ -153,14 +190,15 @@ impl Scenario {
     /// Served by an application (servery's examples, axum-tokio) or a peer's static stand-in.
     pub fn is_app(self) -> bool {
         matches!(
-            self,
+            self.twin(),
             Scenario::App1k | Scenario::AppJson | Scenario::AppPost4k
         )
     }
 
     /// The servers that can serve this workload, in table order. Static: servery and the
     /// static peers. `app-1k`: the same, the peers serving a file with the handler's body.
-    /// `app-json`, `app-post-4k`: servery's app API and the same Router on tokio.
+    /// `app-json`, `app-post-4k`: servery's app API and the same Router on tokio. An h2
+    /// scenario: its twin's.
     pub fn servers(self) -> &'static [Server] {
         const STATIC: &[Server] = &[
             Server::ServeryThread,
@@ -173,7 +211,7 @@ impl Scenario {
             Server::ServeryProcess,
             Server::AxumTokio,
         ];
-        match self {
+        match self.twin() {
             Scenario::AppJson | Scenario::AppPost4k => ROUTER,
             _ => STATIC,
         }
@@ -182,7 +220,7 @@ impl Scenario {
     /// Whom the peer table's ratios are against: nginx, or axum-tokio where nginx takes no
     /// part (issue 11 measures servery's apps against the same Router on `axum::serve`).
     pub fn baseline(self) -> Server {
-        match self {
+        match self.twin() {
             Scenario::AppJson | Scenario::AppPost4k => Server::AxumTokio,
             _ => Server::Nginx,
         }
@@ -190,14 +228,15 @@ impl Scenario {
 
     /// `server` serves a static file in place of this scenario's app (the tables say so).
     pub fn is_stand_in(self, server: Server) -> bool {
-        self == Scenario::App1k && !server.is_servery()
+        self.twin() == Scenario::App1k && !server.is_servery()
     }
 
     /// What a server is probed with while starting, expecting 200: a small file every static
     /// server has, or a request the scenario's app answers (for `app-post-4k`, the scenario's
-    /// own POST: the upload app may answer nothing else).
+    /// own POST: the upload app may answer nothing else). An h2 scenario: its twin's, sent
+    /// over HTTP/2 (`curl`).
     pub fn probe(self) -> probe::Request {
-        match self {
+        match self.twin() {
             Scenario::App1k => probe::Request::get("/hello.txt"),
             Scenario::AppJson => probe::Request::get("/json"),
             Scenario::AppPost4k => probe::Request {
@@ -210,7 +249,8 @@ impl Scenario {
     }
 
     /// The request for this scenario. `etag` is the server's `ETag` for `/1k.bin`, needed by
-    /// [`Scenario::StaticNotModified`] only.
+    /// [`Scenario::StaticNotModified`] only. An h2 scenario: its twin's path and answer (its
+    /// connections, churn and timeout do not apply; h2load's settings do).
     pub fn request(self, etag: Option<&str>) -> Request {
         let file = |name: &str| {
             let (_, size) = FILES
@@ -236,9 +276,9 @@ impl Scenario {
             }
         };
         match self {
-            Scenario::Static1k => whole("/1k.bin", "1k.bin", false),
-            Scenario::Static64k => whole("/64k.bin", "64k.bin", false),
-            Scenario::Static8m => Request {
+            Scenario::Static1k | Scenario::H2Static1k => whole("/1k.bin", "1k.bin", false),
+            Scenario::Static64k | Scenario::H2Static64k => whole("/64k.bin", "64k.bin", false),
+            Scenario::Static8m | Scenario::H2Static8m => Request {
                 timeout: LARGE_TIMEOUT,
                 connections: LARGE_CONNECTIONS,
                 ..whole("/8m.bin", "8m.bin", false)
@@ -274,7 +314,7 @@ impl Scenario {
                 length: Some(0),
                 sha256: None,
             },
-            Scenario::App1k => app("GET", "/hello.txt", None, &hello_body()),
+            Scenario::App1k | Scenario::H2App1k => app("GET", "/hello.txt", None, &hello_body()),
             Scenario::AppJson => app("GET", "/json", None, JSON_BODY),
             Scenario::AppPost4k => app("POST", "/digest", Some(post_body()), &post_digest()),
         }
@@ -344,9 +384,36 @@ mod tests {
             "{json}"
         );
         assert!(
-            json.ends_with(r#""app-1k","app-json","app-post-4k"]"#),
+            json.ends_with(
+                r#""app-1k","app-json","app-post-4k","h2-static-1k","h2-static-64k","h2-static-8m","h2-app-1k"]"#
+            ),
             "{json}"
         );
+    }
+
+    #[test]
+    fn h2_scenarios_are_their_twins_over_http2() {
+        let h2 = [
+            (Scenario::H2Static1k, Scenario::Static1k),
+            (Scenario::H2Static64k, Scenario::Static64k),
+            (Scenario::H2Static8m, Scenario::Static8m),
+            (Scenario::H2App1k, Scenario::App1k),
+        ];
+        for (s, twin) in h2 {
+            assert!(s.is_h2() && !twin.is_h2(), "{}", s.name());
+            assert_eq!(s.twin(), twin);
+            assert_eq!(s.request(None), twin.request(None));
+            assert_eq!(s.probe(), twin.probe());
+            assert_eq!(s.servers(), twin.servers());
+            assert_eq!(s.baseline(), Server::Nginx);
+            assert_eq!(s.is_app(), twin.is_app());
+        }
+        assert_eq!(Scenario::ALL.iter().filter(|s| s.is_h2()).count(), 4);
+        assert!(Scenario::H2App1k.is_stand_in(Server::H2o));
+        assert!(!Scenario::H2App1k.is_stand_in(Server::ServeryProcess));
+        assert!(!Scenario::H2Static1k.is_stand_in(Server::Nginx));
+        assert_eq!(Scenario::parse("h2-static-8m"), Some(Scenario::H2Static8m));
+        assert_eq!(Scenario::H2App1k.request(None).path, "/hello.txt");
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! servery's command line. nginx's and h2o's configs come from
 //! `scripts/lib/nginx.sh` and `scripts/lib/h2o.sh`, the same writers `scripts/bench-quick.sh`
 //! uses, so there is one definition of "the peer's benchmark config".
+//!
+//! In the h2 scenarios a server listens with TLS (servery: `--tls-bind --tls-self-signed`; the
+//! peers: the run's certificate, `listen ... ssl http2` and h2o's `ssl:`) or, with `--h2c`, in
+//! the clear, where all three take HTTP/2 by prior knowledge ([`Wire`]).
 
 use std::fs::{self, File};
 use std::io;
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::probe;
+use super::certificate::Certificate;
 use super::programs::{Program, Programs};
 use super::scenario::Scenario;
 use crate::plan::CpuSet;
@@ -48,6 +52,42 @@ pub enum Server {
     AxumTokio,
 }
 
+/// What a server speaks on its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire<'a> {
+    /// HTTP/1.1 in the clear: every HTTP/1.1 scenario.
+    Http1,
+    /// TLS, HTTP/2 by ALPN. The peers present this certificate (none: they cannot take
+    /// part); servery makes its own (`--tls-self-signed`).
+    Tls(Option<&'a Certificate>),
+    /// HTTP/2 by prior knowledge in the clear (`--h2c`).
+    H2c,
+}
+
+impl Wire<'_> {
+    /// The PROTOCOL argument of `write_nginx_conf` and `write_h2o_conf`, and the certificate
+    /// and key files after it.
+    fn config_args(self, server: &'static str) -> Result<Vec<String>, Error> {
+        Ok(match self {
+            Wire::Http1 => vec!["http1".into()],
+            Wire::H2c => vec!["h2c".into()],
+            Wire::Tls(None) => return Err(Error::NoCertificate { server }),
+            Wire::Tls(Some(c)) => vec![
+                "h2".into(),
+                c.cert.display().to_string(),
+                c.key.display().to_string(),
+            ],
+        })
+    }
+}
+
+/// Where and how a server listens for one trial (always on 127.0.0.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listener<'a> {
+    pub port: u16,
+    pub wire: Wire<'a>,
+}
+
 /// A command line ready to spawn, and the config file it reads, if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launch {
@@ -67,6 +107,8 @@ pub enum Error {
         target: &'static str,
         flag: &'static str,
     },
+    #[error("{server} has no certificate to serve TLS with (is openssl installed?)")]
+    NoCertificate { server: &'static str },
     #[error("{server} does not serve {scenario}")]
     NotServed {
         server: &'static str,
@@ -165,7 +207,7 @@ impl Server {
         if !scenario.servers().contains(&self) {
             return None;
         }
-        match (self, scenario) {
+        match (self, scenario.twin()) {
             (Server::ServeryThread | Server::ServeryProcess, Scenario::App1k) => {
                 Some(Program::Hello)
             }
@@ -181,18 +223,19 @@ impl Server {
         }
     }
 
-    /// The command that starts this server for `scenario` on `port` with one worker per CPU of
-    /// `cpus`, serving `docroot` (servery's app examples take it too; axum-tokio has none).
-    /// Peer configs are written under `prefix`.
+    /// The command that starts this server for `scenario` on `listener` with one worker per
+    /// CPU of `cpus`, serving `docroot` (servery's app examples take it too; axum-tokio has
+    /// none). Peer configs are written under `prefix`.
     pub fn launch(
         self,
         programs: &Programs,
         scenario: Scenario,
         docroot: &Path,
-        port: u16,
+        listener: Listener,
         cpus: &CpuSet,
         prefix: &Path,
     ) -> Result<Launch, Error> {
+        let port = listener.port;
         if !scenario.servers().contains(&self) {
             return Err(Error::NotServed {
                 server: self.name(),
@@ -213,8 +256,12 @@ impl Server {
         match self {
             Server::ServeryThread | Server::ServeryProcess => Ok(Launch {
                 program: built(self.program(scenario).unwrap_or(Program::Servery))?,
-                args: servery_args(docroot, port, cpus, self == Server::ServeryProcess),
+                args: servery_args(docroot, listener, cpus, self == Server::ServeryProcess),
                 config: None,
+            }),
+            Server::AxumTokio if listener.wire != Wire::Http1 => Err(Error::NotServed {
+                server: self.name(),
+                scenario: scenario.name(),
             }),
             Server::AxumTokio => Ok(Launch {
                 program: built(Program::AxumTokio)?,
@@ -236,7 +283,10 @@ impl Server {
                         port.to_string(),
                         workers.to_string(),
                         cpus.to_string(),
-                    ],
+                    ]
+                    .into_iter()
+                    .chain(listener.wire.config_args("nginx")?)
+                    .collect::<Vec<_>>(),
                 )?;
                 let p = prefix.display();
                 // nginx_args in scripts/lib/nginx.sh: the same three flags.
@@ -267,7 +317,10 @@ impl Server {
                         docroot.display().to_string(),
                         port.to_string(),
                         workers.to_string(),
-                    ],
+                    ]
+                    .into_iter()
+                    .chain(listener.wire.config_args("h2o")?)
+                    .collect::<Vec<_>>(),
                 )?;
                 // h2o_args in scripts/lib/h2o.sh.
                 Ok(Launch {
@@ -281,18 +334,31 @@ impl Server {
 }
 
 /// `servery serve` arguments for one point; servery's examples (hello, axum, upload) take the
-/// same, since they run through servery's own command line.
-pub fn servery_args(docroot: &Path, port: u16, cpus: &CpuSet, process: bool) -> Vec<String> {
-    let mut args = vec![
-        "serve".to_string(),
-        docroot.display().to_string(),
-        "--bind".to_string(),
-        format!("127.0.0.1:{port}"),
+/// same, since they run through servery's own command line. Over TLS only the TLS listener is
+/// opened (`--tls-bind` without `--bind`), with a certificate servery makes at start.
+pub fn servery_args(
+    docroot: &Path,
+    listener: Listener,
+    cpus: &CpuSet,
+    process: bool,
+) -> Vec<String> {
+    let addr = format!("127.0.0.1:{}", listener.port);
+    let listen = match listener.wire {
+        Wire::Tls(_) => vec![
+            "--tls-bind".to_string(),
+            addr,
+            "--tls-self-signed".to_string(),
+        ],
+        Wire::Http1 | Wire::H2c => vec!["--bind".to_string(), addr],
+    };
+    let mut args = vec!["serve".to_string(), docroot.display().to_string()];
+    args.extend(listen);
+    args.extend([
         "--workers".to_string(),
         cpus.ids().len().to_string(),
         "--cpus".to_string(),
         cpus.to_string(),
-    ];
+    ]);
     if process {
         args.extend(["--isolation".to_string(), "process".to_string()]);
     }
@@ -362,12 +428,12 @@ impl Running {
         })
     }
 
-    /// Polls `addr` until it accepts a connection (start) and answers `probe` with `status`
-    /// (ready).
+    /// Polls `addr` until it accepts a connection (start) and `ask` (one request, giving its
+    /// status) sees `status` (ready).
     pub fn wait_ready(
         &mut self,
         addr: SocketAddr,
-        probe: &probe::Request,
+        mut ask: impl FnMut() -> io::Result<u16>,
         status: u16,
     ) -> Result<Ready, Error> {
         let since = |t: Instant| t.duration_since(self.spawned).as_secs_f64() * 1e3;
@@ -384,14 +450,14 @@ impl Running {
                 start_ms = Some(since(Instant::now()));
             }
             if let Some(start_ms) = start_ms {
-                match probe::send(addr, probe, Duration::from_secs(2)) {
-                    Ok(answer) if answer.status == status => {
+                match ask() {
+                    Ok(got) if got == status => {
                         return Ok(Ready {
                             start_ms,
                             ready_ms: since(Instant::now()),
                         })
                     }
-                    Ok(answer) => last = format!("status {}", answer.status),
+                    Ok(got) => last = format!("status {got}"),
                     Err(e) => last = e.to_string(),
                 }
             }
@@ -484,8 +550,12 @@ mod tests {
         };
         let cpus: CpuSet = "1".parse().expect("cpus");
         let (root, prefix) = (Path::new("/srv"), Path::new("/tmp/x"));
+        let plain = Listener {
+            port: 8080,
+            wire: Wire::Http1,
+        };
         let launch = |server: Server, scenario| {
-            server.launch(&programs, scenario, root, 8080, &cpus, prefix)
+            server.launch(&programs, scenario, root, plain, &cpus, prefix)
         };
         let tokio = launch(Server::AxumTokio, Scenario::AppPost4k).expect("launch");
         assert_eq!(tokio.program, Path::new("/bin/axum_tokio"));
@@ -509,12 +579,24 @@ mod tests {
                 ..
             })
         ));
+        let tls = Listener {
+            port: 8443,
+            wire: Wire::Tls(None),
+        };
+        assert!(matches!(
+            Server::AxumTokio.launch(&programs, Scenario::H2App1k, root, tls, &cpus, prefix),
+            Err(Error::NotServed { .. })
+        ));
     }
 
     #[test]
     fn servery_gets_one_worker_per_cpu() {
         let cpus: CpuSet = "2-3".parse().expect("cpus");
-        let args = servery_args(Path::new("/srv"), 8080, &cpus, false);
+        let plain = Listener {
+            port: 8080,
+            wire: Wire::Http1,
+        };
+        let args = servery_args(Path::new("/srv"), plain, &cpus, false);
         assert_eq!(
             args,
             [
@@ -528,8 +610,39 @@ mod tests {
                 "2-3"
             ]
         );
-        let args = servery_args(Path::new("/srv"), 8080, &cpus, true);
+        let args = servery_args(Path::new("/srv"), plain, &cpus, true);
         assert_eq!(args[args.len() - 2..], ["--isolation", "process"]);
+        let tls = Listener {
+            port: 8443,
+            wire: Wire::Tls(None),
+        };
+        assert_eq!(
+            servery_args(Path::new("/srv"), tls, &cpus, false)[..5],
+            [
+                "serve",
+                "/srv",
+                "--tls-bind",
+                "127.0.0.1:8443",
+                "--tls-self-signed"
+            ]
+        );
+        let h2c = Listener {
+            port: 8081,
+            wire: Wire::H2c,
+        };
+        assert_eq!(
+            servery_args(Path::new("/srv"), h2c, &cpus, false)[2..4],
+            ["--bind", "127.0.0.1:8081"]
+        );
+    }
+
+    #[test]
+    fn servery_runs_hello_for_both_app_1k_scenarios() {
+        for s in [Server::ServeryThread, Server::ServeryProcess] {
+            assert_eq!(s.program(Scenario::H2App1k), Some(Program::Hello));
+            assert_eq!(s.program(Scenario::H2Static8m), Some(Program::Servery));
+        }
+        assert_eq!(Server::Nginx.program(Scenario::H2Static1k), None);
     }
 
     #[test]
@@ -547,12 +660,13 @@ mod tests {
             ..Programs::default()
         };
         let cpus: CpuSet = "0,2".parse().expect("cpus");
+        let on = |port, wire| Listener { port, wire };
         let nginx = Server::Nginx
             .launch(
                 &programs,
                 Scenario::Static1k,
                 &root,
-                8081,
+                on(8081, Wire::Http1),
                 &cpus,
                 &dir.join("nginx"),
             )
@@ -561,12 +675,14 @@ mod tests {
         assert!(conf.contains("worker_processes 2;"), "{conf}");
         assert!(conf.contains("worker_cpu_affinity 0001 0100;"), "{conf}");
         assert!(conf.contains("access_log off;") && conf.contains("sendfile on;"));
+        assert!(conf.contains("listen 127.0.0.1:8081 reuseport;"), "{conf}");
+        assert!(!conf.contains("ssl"), "{conf}");
         let h2o = Server::H2o
             .launch(
                 &programs,
                 Scenario::Static1k,
                 &root,
-                8082,
+                on(8082, Wire::Http1),
                 &cpus,
                 &dir.join("h2o"),
             )
@@ -574,12 +690,136 @@ mod tests {
         let conf = fs::read_to_string(h2o.config.expect("config")).expect("read");
         assert!(conf.contains("num-threads: 2"), "{conf}");
         assert!(conf.contains("port: 8082") && !conf.contains("access-log:"));
+        assert!(!conf.contains("ssl:"), "{conf}");
+
+        // HTTP/2 over TLS: the run's certificate, nginx's ssl + http2 listener, h2o's ssl.
+        let certificate = Certificate {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        fs::write(&certificate.cert, "cert").expect("cert");
+        fs::write(&certificate.key, "key").expect("key");
+        let tls = Wire::Tls(Some(&certificate));
+        let nginx = Server::Nginx
+            .launch(
+                &programs,
+                Scenario::H2Static1k,
+                &root,
+                on(8443, tls),
+                &cpus,
+                &dir.join("nginx-h2"),
+            )
+            .expect("nginx h2 config");
+        let conf = fs::read_to_string(nginx.config.expect("config")).expect("read");
+        assert!(
+            conf.contains("listen 127.0.0.1:8443 ssl http2 reuseport;"),
+            "{conf}"
+        );
+        assert!(conf.contains(&format!(
+            "ssl_certificate \"{}\";",
+            certificate.cert.display()
+        )));
+        assert!(conf.contains(&format!(
+            "ssl_certificate_key \"{}\";",
+            certificate.key.display()
+        )));
+        assert!(conf.contains("ssl_protocols TLSv1.2 TLSv1.3;"));
+        assert!(conf.contains("keepalive_requests 1000000;") && conf.contains("access_log off;"));
+        let h2o = Server::H2o
+            .launch(
+                &programs,
+                Scenario::H2Static8m,
+                &root,
+                on(8444, tls),
+                &cpus,
+                &dir.join("h2o-h2"),
+            )
+            .expect("h2o h2 config");
+        let conf = fs::read_to_string(h2o.config.expect("config")).expect("read");
+        assert!(
+            conf.contains(&format!(
+                "  port: 8444\n  ssl:\n    certificate-file: \"{}\"\n    key-file: \"{}\"\n",
+                certificate.cert.display(),
+                certificate.key.display()
+            )),
+            "{conf}"
+        );
+        assert!(conf.contains("minimum-version: TLSv1.2") && conf.contains("num-threads: 2"));
+        // h2c: nginx's http2 listener without ssl; h2o's plain listener takes h2c as it is.
+        let nginx = Server::Nginx
+            .launch(
+                &programs,
+                Scenario::H2Static1k,
+                &root,
+                on(8085, Wire::H2c),
+                &cpus,
+                &dir.join("nginx-h2c"),
+            )
+            .expect("nginx h2c config");
+        let conf = fs::read_to_string(nginx.config.expect("config")).expect("read");
+        assert!(
+            conf.contains("listen 127.0.0.1:8085 http2 reuseport;"),
+            "{conf}"
+        );
+        let h2o = Server::H2o
+            .launch(
+                &programs,
+                Scenario::H2Static1k,
+                &root,
+                on(8086, Wire::H2c),
+                &cpus,
+                &dir.join("h2o-h2c"),
+            )
+            .expect("h2o h2c config");
+        let conf = fs::read_to_string(h2o.config.expect("config")).expect("read");
+        assert!(
+            conf.contains("port: 8086") && !conf.contains("ssl:"),
+            "{conf}"
+        );
+        assert!(matches!(
+            Server::Nginx.launch(
+                &programs,
+                Scenario::H2Static1k,
+                &root,
+                on(1, Wire::Tls(None)),
+                &cpus,
+                &dir.join("x")
+            ),
+            Err(Error::NoCertificate { server: "nginx" })
+        ));
+        // A certificate that is not there is the writer's error, named.
+        let gone = Certificate {
+            cert: dir.join("none.pem"),
+            key: dir.join("none.key"),
+        };
+        let err = Server::H2o
+            .launch(
+                &programs,
+                Scenario::H2Static1k,
+                &root,
+                on(1, Wire::Tls(Some(&gone))),
+                &cpus,
+                &dir.join("y"),
+            )
+            .expect_err("no certificate file");
+        assert!(
+            err.to_string()
+                .contains("h2o h2 needs a certificate and key file"),
+            "{err}"
+        );
         let no_h2o = Programs {
             h2o: None,
             ..programs
         };
         assert!(matches!(
-            Server::H2o.launch(&no_h2o, Scenario::Static1k, &root, 1, &cpus, &dir.join("x")),
+            Server::H2o.launch(
+                &no_h2o,
+                Scenario::Static1k,
+                &root,
+                on(1, Wire::Http1),
+                &cpus,
+                &dir.join("x")
+            ),
             Err(Error::Missing { server: "h2o" })
         ));
         let _ = fs::remove_dir_all(&dir);

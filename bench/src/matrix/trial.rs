@@ -1,6 +1,11 @@
 //! One trial: start a server, check it, load it, sample it, stop it. Whatever goes wrong with
 //! the server is recorded in the [`Trial`] (and makes its point invalid) rather than stopping
 //! the matrix.
+//!
+//! An HTTP/1.1 scenario is probed, validated and loaded by this crate (`probe`, `validate`,
+//! `load`). An h2 scenario is probed and validated with curl over HTTP/2 and loaded by h2load
+//! on the first client CPUs (one per h2load thread), the window's edges being h2load's phase
+//! lines; its report is made from h2load's output and log (`h2load`).
 
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -9,12 +14,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::certificate::Certificate;
 use super::point::Trial;
-use super::probe;
 use super::procfs::{self, CpuTimes, Memory};
 use super::programs::Programs;
 use super::scenario::Scenario;
-use super::server::{Running, Server};
+use super::server::{Listener, Running, Server, Wire};
+use super::{curl, h2load, probe};
 use crate::plan::{CpuSet, Plan};
 use crate::sys::process::clock_ticks_per_sec;
 use crate::{load, validate};
@@ -32,7 +38,14 @@ pub(super) struct Context<'a> {
     pub(super) client_cpus: CpuSet,
     pub(super) duration: Duration,
     pub(super) warmup: Duration,
+    /// The h2 scenarios' load and transport.
+    pub(super) h2: h2load::Settings,
+    /// What the peers present over TLS in the h2 scenarios.
+    pub(super) certificate: Option<&'a Certificate>,
 }
+
+/// How long curl may take for one probe or validation request.
+const CURL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A server being measured, with the window's edge readings.
 struct Edge {
@@ -56,7 +69,7 @@ impl Edge {
     }
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
     /// Runs trial `number` of `server` on `cpus` for `scenario`; also returns the peer's config
     /// text, if it has one.
     pub(super) fn run(
@@ -82,8 +95,18 @@ impl Context<'_> {
         trial.port = port;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let prefix = self.work.join(format!("{}-{port}", server.name()));
-        let launch = match server.launch(self.programs, scenario, self.docroot, port, cpus, &prefix)
-        {
+        let listener = Listener {
+            port,
+            wire: self.wire(scenario),
+        };
+        let launch = match server.launch(
+            self.programs,
+            scenario,
+            self.docroot,
+            listener,
+            cpus,
+            &prefix,
+        ) {
             Ok(launch) => launch,
             Err(e) => {
                 trial.failure = Some(e.to_string());
@@ -102,7 +125,18 @@ impl Context<'_> {
                 return (trial, config);
             }
         };
-        match running.wait_ready(addr, &scenario.probe(), 200) {
+        let probe = scenario.probe();
+        let ready = if scenario.is_h2() {
+            let url = self.url(port, probe.path);
+            running.wait_ready(addr, || self.curl(&url).map(|a| a.status), 200)
+        } else {
+            running.wait_ready(
+                addr,
+                || probe::send(addr, &probe, Duration::from_secs(2)).map(|a| a.status),
+                200,
+            )
+        };
+        match ready {
             Ok(ready) => trial.ready = Some(ready),
             Err(e) => {
                 trial.failure = Some(e.to_string());
@@ -113,7 +147,12 @@ impl Context<'_> {
         let pid = running.pid;
         let ready_memory = procfs::memory(&procfs::tree(pid));
         trial.ready_memory = Some(ready_memory);
-        if let Err(e) = self.measure(&mut trial, scenario, addr, pid, cpus, ready_memory) {
+        let measured = if scenario.is_h2() {
+            self.measure_h2(&mut trial, scenario, port, pid, cpus, ready_memory)
+        } else {
+            self.measure(&mut trial, scenario, addr, pid, cpus, ready_memory)
+        };
+        if let Err(e) = measured {
             trial.failure = Some(e);
         }
         let stopped = running.stop();
@@ -155,23 +194,7 @@ impl Context<'_> {
         let stop = AtomicBool::new(false);
         let mut start = None;
         let (result, end, peak) = std::thread::scope(|s| {
-            let sampler = s.spawn(|| {
-                let mut peak = ready_memory;
-                let mut tree = procfs::tree(pid);
-                let mut samples = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(MEMORY_SAMPLE);
-                    // Walking all of /proc costs the client core more than reading a few
-                    // smaps_rollup files, and servers do not fork under load: refresh the
-                    // tree once a second.
-                    samples += 1;
-                    if samples % TREE_REFRESH == 0 {
-                        tree = procfs::tree(pid);
-                    }
-                    peak = peak.max(procfs::memory(&tree));
-                }
-                peak
-            });
+            let sampler = s.spawn(|| peak_memory(pid, ready_memory, &stop));
             let (server_side, client_side) = (cpus.ids(), self.client_cpus.ids());
             let result = load::run_with(&plan, || {
                 start = Some(Edge::read(pid, server_side, client_side));
@@ -183,22 +206,102 @@ impl Context<'_> {
         trial.peak_memory = Some(peak);
         let report = result.map_err(|e| format!("the load run did not start: {e}"))?;
         if let Some(start) = start {
-            let hz = clock_ticks_per_sec() as f64;
-            let seconds = |from: u64, to: u64| to.saturating_sub(from) as f64 / hz;
-            trial.server_cpu_s = Some(seconds(start.ticks, end.ticks));
-            trial.server_window_s = Some(end.at.duration_since(start.at).as_secs_f64());
-            trial.processes = Some((start.processes, end.processes));
-            trial.server_side_busy_s = Some(seconds(start.server_side.busy, end.server_side.busy));
-            trial.client_side_busy_s = Some(seconds(start.client_side.busy, end.client_side.busy));
-            trial.steal_s = Some(
-                seconds(start.server_side.steal, end.server_side.steal)
-                    + seconds(start.client_side.steal, end.client_side.steal),
-            );
-            trial.server_side_cpus = cpus.ids().len();
+            window(trial, &start, &end, cpus);
         }
         trial.latency_cdf = report.latency_cdf.clone();
         trial.report = Some(report);
         Ok(())
+    }
+
+    /// Validates the h2 scenario's answer with curl, then runs h2load while sampling the
+    /// server; a run h2load reports any failure in fails the trial (its numbers are kept).
+    fn measure_h2(
+        &self,
+        trial: &mut Trial,
+        scenario: Scenario,
+        port: u16,
+        pid: u32,
+        cpus: &CpuSet,
+        ready_memory: Memory,
+    ) -> Result<(), String> {
+        let h2load_program = self
+            .programs
+            .h2load
+            .as_deref()
+            .ok_or("h2load is not installed")?;
+        let request = scenario.request(None);
+        let url = self.url(port, request.path);
+        let answer = self
+            .curl(&url)
+            .map_err(|e| format!("validation failed: {e}"))?;
+        answer
+            .expect(request.status, request.length, request.sha256)
+            .map_err(|e| format!("validation failed: {url}: {e}"))?;
+
+        // One client CPU per h2load thread: busy and foreign shares are then over its CPUs.
+        let threads = self.h2.threads.get().min(self.client_cpus.ids().len());
+        let client =
+            CpuSet::from_ids(self.client_cpus.ids()[..threads].to_vec()).ok_or("no client CPU")?;
+        trial.client_threads = threads;
+        let log = self.work.join(format!("h2load-{port}.log"));
+        let job = h2load::Job {
+            program: h2load_program,
+            args: self.h2.args(&url, self.warmup, self.duration, &log),
+            cpus: &client,
+            threads: self.h2.threads.get(),
+            log: &log,
+            limit: self.warmup + self.duration + h2load::GRACE,
+        };
+        let stop = AtomicBool::new(false);
+        let (mut start, mut end) = (None, None);
+        let (result, peak) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| peak_memory(pid, ready_memory, &stop));
+            let (server_side, client_side) = (cpus.ids(), client.ids());
+            let result = h2load::run(
+                &job,
+                || start = Some(Edge::read(pid, server_side, client_side)),
+                || end = Some(Edge::read(pid, server_side, client_side)),
+            );
+            stop.store(true, Ordering::Relaxed);
+            (result, sampler.join().unwrap_or(ready_memory))
+        });
+        trial.peak_memory = Some(peak);
+        let run = result.map_err(|e| e.to_string())?;
+        if let (Some(start), Some(end)) = (&start, &end) {
+            window(trial, start, end, cpus);
+        }
+        let report = h2load::report(&run, &self.h2, &url, self.warmup, self.duration);
+        let verdict = h2load::check(&run.record.output, self.h2.transport, request.length);
+        trial.latency_cdf = report.latency_cdf.clone();
+        trial.report = Some(report);
+        trial.h2load = Some(run.record);
+        verdict.map_err(|e| e.to_string())
+    }
+
+    /// What `server` speaks for `scenario`.
+    fn wire(&self, scenario: Scenario) -> Wire<'a> {
+        if !scenario.is_h2() {
+            return Wire::Http1;
+        }
+        match self.h2.transport {
+            h2load::Transport::Tls => Wire::Tls(self.certificate),
+            h2load::Transport::H2c => Wire::H2c,
+        }
+    }
+
+    /// The h2 URL of `path` on `port`.
+    fn url(&self, port: u16, path: &str) -> String {
+        format!("{}://127.0.0.1:{port}{path}", self.h2.transport.scheme())
+    }
+
+    /// One GET of `url` with curl over the run's h2 transport.
+    fn curl(&self, url: &str) -> std::io::Result<curl::Answer> {
+        let program = self
+            .programs
+            .curl
+            .as_deref()
+            .ok_or_else(|| std::io::Error::other("curl is not installed"))?;
+        curl::get(program, url, self.h2.transport, CURL_TIMEOUT)
     }
 
     /// The load plan for `scenario` against `addr`.
@@ -229,6 +332,40 @@ impl Context<'_> {
         plan.check().map_err(|e| e.to_string())?;
         Ok(plan)
     }
+}
+
+/// Fills `trial`'s CPU and window figures from the window's edge readings.
+fn window(trial: &mut Trial, start: &Edge, end: &Edge, cpus: &CpuSet) {
+    let hz = clock_ticks_per_sec() as f64;
+    let seconds = |from: u64, to: u64| to.saturating_sub(from) as f64 / hz;
+    trial.server_cpu_s = Some(seconds(start.ticks, end.ticks));
+    trial.server_window_s = Some(end.at.duration_since(start.at).as_secs_f64());
+    trial.processes = Some((start.processes, end.processes));
+    trial.server_side_busy_s = Some(seconds(start.server_side.busy, end.server_side.busy));
+    trial.client_side_busy_s = Some(seconds(start.client_side.busy, end.client_side.busy));
+    trial.steal_s = Some(
+        seconds(start.server_side.steal, end.server_side.steal)
+            + seconds(start.client_side.steal, end.client_side.steal),
+    );
+    trial.server_side_cpus = cpus.ids().len();
+}
+
+/// The largest memory sums of `pid`'s tree, sampled every [`MEMORY_SAMPLE`] until `stop`.
+fn peak_memory(pid: u32, ready: Memory, stop: &AtomicBool) -> Memory {
+    let mut peak = ready;
+    let mut tree = procfs::tree(pid);
+    let mut samples = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(MEMORY_SAMPLE);
+        // Walking all of /proc costs the client core more than reading a few smaps_rollup
+        // files, and servers do not fork under load: refresh the tree once a second.
+        samples += 1;
+        if samples % TREE_REFRESH == 0 {
+            tree = procfs::tree(pid);
+        }
+        peak = peak.max(procfs::memory(&tree));
+    }
+    peak
 }
 
 /// A port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0). A fresh

@@ -12,6 +12,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::load::ErrorClass;
@@ -115,43 +116,45 @@ impl Errors {
     }
 }
 
+/// The summary and CDF of a latency histogram (microseconds); all zero and empty when nothing
+/// was recorded.
+pub(crate) fn latency(h: &Histogram<u64>) -> (Latency, Vec<Quantile>) {
+    if h.is_empty() {
+        let zero = Latency {
+            min: 0,
+            mean: 0.0,
+            p50: 0,
+            p90: 0,
+            p99: 0,
+            p999: 0,
+            max: 0,
+        };
+        return (zero, Vec::new());
+    }
+    let latency = Latency {
+        min: h.min(),
+        mean: h.mean(),
+        p50: h.value_at_quantile(0.50),
+        p90: h.value_at_quantile(0.90),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+        max: h.max(),
+    };
+    let cdf = CDF_QUANTILES
+        .iter()
+        .map(|&q| Quantile {
+            q,
+            us: h.value_at_quantile(q),
+        })
+        .collect();
+    (latency, cdf)
+}
+
 impl Report {
     pub(crate) fn new(plan: &Plan, tally: &Tally, window: Duration) -> Report {
         let secs = window.as_secs_f64();
         let per_sec = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
-        let h = &tally.latency;
-        let latency = if h.is_empty() {
-            Latency {
-                min: 0,
-                mean: 0.0,
-                p50: 0,
-                p90: 0,
-                p99: 0,
-                p999: 0,
-                max: 0,
-            }
-        } else {
-            Latency {
-                min: h.min(),
-                mean: h.mean(),
-                p50: h.value_at_quantile(0.50),
-                p90: h.value_at_quantile(0.90),
-                p99: h.value_at_quantile(0.99),
-                p999: h.value_at_quantile(0.999),
-                max: h.max(),
-            }
-        };
-        let latency_cdf = if h.is_empty() {
-            Vec::new()
-        } else {
-            CDF_QUANTILES
-                .iter()
-                .map(|&q| Quantile {
-                    q,
-                    us: h.value_at_quantile(q),
-                })
-                .collect()
-        };
+        let (latency, latency_cdf) = latency(&tally.latency);
         let e = |class| tally.errors(class);
         let errors = Errors {
             connect: e(ErrorClass::Connect),
