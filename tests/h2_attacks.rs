@@ -32,7 +32,7 @@ use std::fs;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{Signal, TestServer};
+use common::{rss_bytes, Signal, TestServer};
 use wire::{flag, kind, setting, Block, Code, Conn, End, Frame, Seen};
 
 const KIB: usize = 1024;
@@ -70,22 +70,6 @@ fn get_open(stream: u32, path: &str) -> Frame {
 /// The `n`th client stream id (1, 3, 5, ...).
 fn sid(n: usize) -> u32 {
     1 + 2 * n as u32
-}
-
-/// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
-fn rss_bytes(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
-    let kib: u64 = line
-        .trim()
-        .strip_suffix("kB")
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unparsable VmRSS line {line:?}"));
-    kib * 1024
 }
 
 fn mib(bytes: u64) -> f64 {

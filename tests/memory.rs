@@ -20,7 +20,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{connect, read_response, TestServer};
+use common::{connect, read_response, rss_bytes, TestServer};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -47,22 +47,6 @@ const IDLE_NOFILE_NEEDED: u64 = 4_200;
 const TRY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Tries (fresh connections) per refusal test.
 const REFUSAL_TRIES: usize = 20;
-
-/// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
-fn rss_bytes(pid: u32) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
-    let kib: u64 = line
-        .trim()
-        .strip_suffix("kB")
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unparsable VmRSS line {line:?}"));
-    kib * 1024
-}
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64

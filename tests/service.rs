@@ -46,8 +46,8 @@ use servery::app::{Body, BodyError, MakeError, Request, Response, Service};
 use sha2::{Digest, Sha256};
 
 use common::{
-    half_close, read_framed, read_until_close, stays_silent, wait_until, AppServer, Delimit,
-    Framed, IO_TIMEOUT,
+    half_close, hex, query_value, read_framed, read_until_close, stays_silent, text, wait_until,
+    AppServer, Delimit, Framed, IO_TIMEOUT,
 };
 
 /// Period of `/slow-stream`'s chunks after the first.
@@ -253,22 +253,6 @@ async fn digest(probe: &Probe, req: Request) -> Response<Body> {
         headers.insert("x-echo", echo);
     }
     resp
-}
-
-fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = status;
-    resp
-}
-
-fn query_value(query: &str, key: &str) -> Option<usize> {
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The `/digest` answer for `body`.

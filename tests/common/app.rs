@@ -239,3 +239,22 @@ impl Drop for AppServer {
         let _ = self.shut();
     }
 }
+
+/// A response of `status` with a text body (the test services' answers).
+pub fn text(status: http::StatusCode, body: String) -> servery::app::Response {
+    let mut resp = servery::app::Response::new(servery::app::Body::from(body));
+    *resp.status_mut() = status;
+    resp
+}
+
+/// The number after `key=` in a query string.
+pub fn query_value(query: &str, key: &str) -> Option<usize> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+/// Lower-case hex of `bytes` (digests).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -62,10 +62,10 @@ use std::time::{Duration, Instant};
 // What the suites reach as `common::NAME`; each binary uses a subset.
 #[allow(unused_imports)]
 pub use self::{
-    app::{AppBuilder, AppServer},
+    app::{hex, query_value, text, AppBuilder, AppServer},
     builder::Builder,
     http::*,
-    process::{run_bounded, servery, Tag},
+    process::{rss_bytes, run_bounded, servery, Tag},
     server::{parse_ready_line, Ready, StartFailure, TestServer},
 };
 #[allow(unused_imports)]

@@ -1,7 +1,8 @@
 //! Processes a test starts: the [`Tag`] that finds every one of them by its
 //! environment (worker processes and their replacements included, orphans
 //! too) and kills what is left when dropped, the `/proc` readers it and the
-//! tests use ([`stat`], [`alive`], [`starttime`], [`is_worker`]), output
+//! tests use ([`stat`], [`alive`], [`starttime`], [`is_worker`],
+//! [`rss_bytes`]), output
 //! capture, and running a command to completion with a bound
 //! ([`run_bounded`], [`servery`]).
 //!
@@ -237,4 +238,20 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
 /// [`TestServer`]: super::TestServer
 pub fn servery(args: &[&str]) -> Output {
     run_bounded(Command::new(BIN).args(args), Duration::from_secs(10))
+}
+
+/// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
+    let kib: u64 = line
+        .trim()
+        .strip_suffix("kB")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unparsable VmRSS line {line:?}"));
+    kib * 1024
 }

@@ -34,7 +34,7 @@ use servery::app::{Body, BodyError, MakeError, Request, Response, Service};
 use sha2::{Digest, Sha256};
 
 use crate::common::h2::{assert_same, Client, Exchange, View};
-use crate::common::{AppBuilder, AppServer};
+use crate::common::{hex, query_value, text, AppBuilder, AppServer};
 
 /// The longest `/hold` waits for its release.
 const HOLD: Duration = Duration::from_secs(5);
@@ -171,22 +171,6 @@ async fn digest(req: Request) -> Response<Body> {
     headers.insert("x-length", HeaderValue::from(len));
     headers.insert("x-trailers", HeaderValue::try_from(trailers).unwrap());
     resp
-}
-
-fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = status;
-    resp
-}
-
-fn query_value(query: &str, key: &str) -> Option<usize> {
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The `/digest` answer for `body`.
