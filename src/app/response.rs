@@ -243,10 +243,24 @@ impl http_body::Body for Body {
 /// A prebuilt head block is read back into fields (its status line,
 /// `Server` and `Content-Length` are the connection's to write).
 pub(crate) fn from_static(resp: crate::http::Response) -> Response<Body> {
+    let headers = static_fields(&resp.fields);
+    with_fields(resp, headers)
+}
+
+/// A static-files response with `headers` (its fields, already read) as
+/// the `http` crate's.
+pub(crate) fn with_fields(resp: crate::http::Response, headers: http::HeaderMap) -> Response<Body> {
     let mut out = Response::new(Body::from_static(resp.body));
     *out.status_mut() = http::StatusCode::from_u16(resp.status.code())
         .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = out.headers_mut();
+    *out.headers_mut() = headers;
+    out
+}
+
+/// The fields of a static-files response as a `HeaderMap`, less `Server`
+/// and `Content-Length` (the connection's to write).
+pub(crate) fn static_fields(fields: &crate::http::Fields) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
     let mut add = |name: &[u8], value: &[u8]| {
         if let (Ok(n), Ok(v)) = (
             http::HeaderName::from_bytes(name),
@@ -257,7 +271,7 @@ pub(crate) fn from_static(resp: crate::http::Response) -> Response<Body> {
             }
         }
     };
-    match &resp.fields {
+    match fields {
         crate::http::Fields::List(list) => {
             for (n, v) in list {
                 add(n.as_bytes(), v.as_bytes());
@@ -274,7 +288,7 @@ pub(crate) fn from_static(resp: crate::http::Response) -> Response<Body> {
             }
         }
     }
-    out
+    headers
 }
 
 /// The next bytes of a piece list read as a stream; file ranges by `pread`.

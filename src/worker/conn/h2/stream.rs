@@ -39,6 +39,7 @@ use http::header::{self, HeaderValue};
 
 use super::super::super::Ctx;
 use super::super::dispatch::{self, poll_caught};
+use super::heads;
 use crate::app::body::Feed;
 use crate::app::response::{from_static, Kind};
 use crate::app::{into_body, Body, BodyError, Connection, Request, RequestBody, Service};
@@ -141,7 +142,7 @@ pub(super) async fn answer<H: Service>(
             // whose body or trailers break the rules is reset (by `h2`)
             // rather than answered.
             if !recv.is_end_stream() {
-                match discard(ctx, recv).await {
+                match Box::pin(discard(ctx, recv)).await {
                     Ok(()) => {}
                     Err(Some(e)) => {
                         if let Some(refusal) = refusal_of(e) {
@@ -159,14 +160,8 @@ pub(super) async fn answer<H: Service>(
             if answer.close {
                 shared.end_gracefully();
             }
-            let sent = send(
-                ctx,
-                &mut respond,
-                from_static(answer.response),
-                head_only,
-                None,
-            )
-            .await;
+            let resp = heads::response(answer.response);
+            let sent = send(ctx, &mut respond, resp, head_only, None).await;
             if let Err(Gone::Reset) = sent {
                 shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
             }
@@ -174,7 +169,22 @@ pub(super) async fn answer<H: Service>(
         }
     }
 
-    // The body, fed as the service pulls it.
+    // Boxed: every stream's future is moved into the connection's set, so
+    // what only a service's call needs is kept out of it.
+    Box::pin(call(ctx, shared, parts, recv, respond, facts)).await;
+}
+
+/// Answer one stream through the service's `call`, its body fed as the
+/// service pulls it.
+async fn call<H: Service>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    parts: http::request::Parts,
+    recv: RecvStream,
+    mut respond: SendResponse<Bytes>,
+    facts: Connection,
+) {
+    let head_only = parts.method == http::Method::HEAD;
     let failed: Cell<Option<BodyError>> = Cell::new(None);
     let (feeder, body) = if recv.is_end_stream() {
         (None, RequestBody::empty())
@@ -417,9 +427,25 @@ async fn send<H>(
     if bodiless {
         return Ok(());
     }
+    match body.kind {
+        Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
+        Kind::Bytes(b) if b.len() <= EAGER_BYTES => out.send_data(b, true).map_err(|_| Gone::Reset),
+        // Boxed: a small answer's future (the one every stream carries)
+        // stays small.
+        kind => Box::pin(send_body(ctx, out, kind, failed)).await,
+    }
+}
+
+/// Send a body that may wait for credit or for its frames.
+async fn send_body<H>(
+    ctx: &Ctx<H>,
+    mut out: SendStream<Bytes>,
+    kind: Kind,
+    failed: Option<&Cell<Option<BodyError>>>,
+) -> Result<(), Gone> {
     let timeout = ctx.settings.send_timeout;
     let mut held = None;
-    let sent = match body.kind {
+    match kind {
         Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
         Kind::Bytes(b) => put(&mut out, b, true, timeout).await,
         Kind::Pieces(pieces) => send_pieces(&mut out, pieces, timeout).await,
@@ -447,8 +473,7 @@ async fn send<H>(
                 }
             }
         },
-    };
-    sent
+    }
 }
 
 /// A streamed body, boxed.
