@@ -570,20 +570,18 @@ fn authority_error(parts: &http::request::Parts) -> Option<ParseError> {
 
 /// Header-map helpers for HTTP/2 responses.
 trait ConnectionSafe {
-    /// Drop the fields RFC 9113 §8.2.2 forbids in HTTP/2 and those the
-    /// connection writes itself (`date`).
+    /// Drop the fields RFC 9113 §8.2.2 forbids in HTTP/2.
     fn retain_connection_safe(&mut self);
 }
 
 impl ConnectionSafe for http::HeaderMap {
     fn retain_connection_safe(&mut self) {
         // RFC 9113 §8.2.2; TE only as "trailers", which a response has no
-        // use for.
+        // use for. `date` is replaced by the connection's, not removed.
         for name in [
             header::CONNECTION,
             header::TRANSFER_ENCODING,
             header::UPGRADE,
-            header::DATE,
             header::TE,
         ] {
             self.remove(name);
