@@ -120,7 +120,10 @@ impl Registration {
         if self.state.drain.get() {
             return Poll::Ready(());
         }
-        *self.state.drain_waker.borrow_mut() = Some(cx.waker().clone());
+        let mut slot = self.state.drain_waker.borrow_mut();
+        if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *slot = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 

@@ -143,6 +143,7 @@ pub(crate) async fn serve<H, T>(
     let mut late = pin!(monoio::time::sleep(settings.send_timeout));
     let mut going_away = false;
     let mut idle_reset = false;
+    let mut busy = false;
     if ctx.draining.get() {
         conn.graceful_shutdown();
         going_away = true;
@@ -184,6 +185,13 @@ pub(crate) async fn serve<H, T>(
             if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
                 return Poll::Ready(Event::Broken(e));
             }
+            // The keep-alive wait starts when the last open stream ends (or
+            // anew with each stream taken), not when a long one began.
+            let busy_now = !streams.is_empty();
+            if busy && !busy_now {
+                idle_reset = true;
+            }
+            busy = busy_now;
             if idle_reset {
                 idle_reset = false;
                 let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
