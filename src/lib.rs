@@ -12,6 +12,7 @@
 //! - `app`: the [`app::Service`] API a server serves (apps, tower, axum).
 //! - `static_files`: the file service the binary serves.
 //! - `telemetry`: counters, the admin endpoint, logging.
+//! - `access_log`: one line per request, formatted per worker, written off them.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
 //!
@@ -37,6 +38,7 @@
 //! An axum `Router` is served the same way through `app::tower` (the
 //! `tower` feature); docs/apps.md is the guide.
 
+pub mod access_log;
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -23,6 +23,9 @@ pub struct Connection {
     pub peer: Option<SocketAddr>,
     /// The worker answering it (0-based, as given to the factory).
     pub worker: usize,
+    /// The connection's number within its worker, from 0 (the access log's
+    /// `$connection`).
+    pub id: u64,
     /// Whether the connection is TLS, and what ALPN chose on it.
     pub tls: Option<Tls>,
 }
@@ -32,6 +35,10 @@ pub struct Connection {
 pub struct Tls {
     /// The protocol ALPN selected, if the client offered any we speak.
     pub alpn: Option<Alpn>,
+    /// The TLS version, as `TLSv1.2` or `TLSv1.3`.
+    pub version: Option<&'static str>,
+    /// Whether the handshake resumed an earlier session.
+    pub resumed: bool,
 }
 
 /// A protocol ALPN can select on servery's listeners.

@@ -158,8 +158,8 @@ where
 }
 
 fn forward_signals(handle: crate::supervisor::Handle) -> std::io::Result<()> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
         .name("servery-signals".into())
         .spawn(move || {
@@ -167,6 +167,7 @@ fn forward_signals(handle: crate::supervisor::Handle) -> std::io::Result<()> {
                 let sig = match s {
                     SIGTERM => Signal::Terminate,
                     SIGINT => Signal::Interrupt,
+                    SIGUSR1 => Signal::Reopen,
                     _ => Signal::Hangup,
                 };
                 handle.signal(sig);

@@ -27,6 +27,7 @@
 //! 4. `config.to_toml()` prints [`Config::effective`], the validated values
 //!    in file form, for `check-config`.
 
+pub mod access_log;
 mod choice;
 pub mod cpus;
 mod files;
@@ -45,6 +46,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::http::Limits;
+pub use access_log::AccessLogConfig;
 pub use cpus::CpuSet;
 pub use files::{
     Dotfiles, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks, DEFAULT_DOTFILES,
@@ -142,6 +144,7 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// HTTP/2: the protocols of each listener and the per-connection limits.
     pub http2: http2::Http2Config,
+    pub access_log: AccessLogConfig,
 }
 
 impl RawConfig {
@@ -166,6 +169,13 @@ impl RawConfig {
             supervision::force_timeout(c.force_timeout, drain_written, c.drain_timeout)?;
         let admin = listen::admin(&c, &binds)?;
         let tls = tls::config(&c, &binds)?;
+        let access_log = AccessLogConfig::new(
+            &c.access_log,
+            &c.access_log_format,
+            c.access_log_buffer,
+            c.access_log_flush,
+            c.access_log_backlog,
+        )?;
         raw.root = Some(std::fs::canonicalize(&c.root).unwrap_or_else(|_| c.root.clone()));
         Ok(Config {
             tls,
@@ -205,6 +215,7 @@ impl RawConfig {
                 header_table_bytes: c.h2_header_table_bytes,
                 max_resets: c.h2_max_resets,
             },
+            access_log,
             root: c.root,
         })
     }

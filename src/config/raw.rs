@@ -25,6 +25,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::access_log::{
+    self, LogTarget, BACKLOG_BYTES, BUFFER_BYTES, DEFAULT_ACCESS_LOG,
+    DEFAULT_ACCESS_LOG_BACKLOG_BYTES, DEFAULT_ACCESS_LOG_BUFFER_BYTES, DEFAULT_ACCESS_LOG_FLUSH_S,
+    DEFAULT_ACCESS_LOG_FORMAT, FLUSH_MAX_S,
+};
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::http2;
 use super::limits::{
@@ -280,6 +285,31 @@ settings! {
         h2_max_resets: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
             shown |c| c.http2.max_resets;
+        /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
+        #[arg(long, value_name = "PATH|stderr|off")]
+        access_log: Option<String> => LogTarget =
+            or(DEFAULT_ACCESS_LOG.into(), access_log::target),
+            shown |c| c.access_log.target_shown();
+        /// Access log line: `combined` (nginx's), `json`, or a template of `$field`s.
+        #[arg(long, value_name = "combined|json|TEMPLATE")]
+        access_log_format: Option<String> => crate::access_log::Format =
+            or(DEFAULT_ACCESS_LOG_FORMAT.into(), access_log::format),
+            shown |c| c.access_log.format;
+        /// Bytes of lines a worker gathers before handing them to the log's writer.
+        #[arg(long, value_name = "BYTES")]
+        access_log_buffer: Option<u64> => usize =
+            or(DEFAULT_ACCESS_LOG_BUFFER_BYTES, within(BUFFER_BYTES)),
+            shown |c| c.access_log.buffer_bytes;
+        /// Seconds a partial buffer of lines waits before it is written.
+        #[arg(long, value_name = "SECONDS")]
+        access_log_flush: Option<f64> => Duration =
+            or(DEFAULT_ACCESS_LOG_FLUSH_S, seconds(FLUSH_MAX_S)),
+            shown |c| c.access_log.flush;
+        /// Bytes of lines waiting for the disk past which new lines are dropped and counted.
+        #[arg(long, value_name = "BYTES")]
+        access_log_backlog: Option<u64> => usize =
+            or(DEFAULT_ACCESS_LOG_BACKLOG_BYTES, within(BACKLOG_BYTES)),
+            shown |c| c.access_log.backlog_bytes;
     }
 }
 

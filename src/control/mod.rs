@@ -59,6 +59,8 @@ pub enum Control {
     /// Health beat: answer with a report carrying the same number. Answered
     /// by the worker's event loop itself, so a wedged loop misses it.
     Beat(u64),
+    /// SIGUSR1: open the access log's path again (after logrotate's rename).
+    ReopenLog,
 }
 
 /// Worker → supervisor: one transition, or a beat reply.

@@ -32,6 +32,9 @@ pub(crate) struct Resources {
     /// `None` once shutdown began: new connections are refused.
     pub listeners: Option<Arc<ListenerPlan>>,
     pub tls: Option<GenerationTls>,
+    /// The access log its worker threads share (`None` without a log, and
+    /// in process isolation, where each worker process opens its own).
+    pub access_log: Option<crate::access_log::Setup>,
 }
 
 impl Plan for Resources {
@@ -41,6 +44,12 @@ impl Plan for Resources {
 
     fn close_listeners(&mut self) {
         self.listeners = None;
+    }
+
+    fn reopen_log(&self) {
+        if let Some(setup) = &self.access_log {
+            setup.sink.reopen();
+        }
     }
 }
 
@@ -73,6 +82,9 @@ pub(crate) struct Live<F> {
     pub exe: PathBuf,
     pub isolation: Isolation,
     pub watcher: Option<ChildWatcher>,
+    /// The access log worker threads write through, and the settings it was
+    /// opened with: a reload that keeps them keeps the writer.
+    pub access_log: Option<(crate::config::AccessLogConfig, crate::access_log::Setup)>,
     pub budget: Option<Arc<SharedCounter>>,
     pub stats: StatsTable,
     /// Process mode: counters of workers already reaped, per slot.
@@ -108,10 +120,30 @@ impl<F> Live<F> {
                 )?)
             }
         };
+        let threads = !(self.watcher.is_some() && config.isolation == Isolation::Process);
+        let access_log = match (&self.access_log, threads) {
+            (_, false) => None,
+            // The same log as the generation before: the same writer.
+            (Some(prev), true) if prev.0 == config.access_log => Some(prev.1.clone()),
+            (_, true) => {
+                let setup =
+                    crate::access_log::Setup::open(&config.access_log).map_err(|source| {
+                        Error::AccessLog {
+                            target: config.access_log.target_shown().to_string(),
+                            source,
+                        }
+                    })?;
+                if let Some(setup) = &setup {
+                    self.access_log = Some((config.access_log.clone(), setup.clone()));
+                }
+                setup
+            }
+        };
         Ok(Resources {
             config,
             listeners: Some(listeners),
             tls,
+            access_log,
         })
     }
 
@@ -147,6 +179,7 @@ impl<F: ServiceFactory> Host for Live<F> {
             events: &self.events,
             tls_flags: &listeners.tls,
             tls: plan.tls.as_ref(),
+            access_log: plan.access_log.as_ref(),
         };
         let member = match (&self.watcher, plan.config.isolation) {
             (Some(w), Isolation::Process) => Member::process(s, &self.exe, w),

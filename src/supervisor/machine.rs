@@ -52,6 +52,9 @@ pub(crate) trait Plan {
     /// Shutdown: drop the supervisor's copies of the listening sockets, so
     /// new connections are refused once the workers close theirs.
     fn close_listeners(&mut self);
+    /// SIGUSR1: reopen the access log this generation's worker threads
+    /// share (worker processes are told through their channel).
+    fn reopen_log(&self) {}
 }
 
 /// What the host tells the outside world.
@@ -430,6 +433,17 @@ impl<H: Host> Machine<H> {
     }
 
     fn on_signal(&mut self, s: Signal, now: Instant) {
+        if s == Signal::Reopen {
+            // In every phase: the log files belong to every live generation.
+            tracing::info!("SIGUSR1: reopening the access log");
+            for g in self.current.iter().chain(&self.next).chain(&self.old) {
+                g.plan.reopen_log();
+                for i in g.live() {
+                    g.slots[i].member.send(Control::ReopenLog);
+                }
+            }
+            return;
+        }
         match (self.phase, s) {
             (Phase::Starting | Phase::Reloading, Signal::Hangup) => {
                 tracing::warn!("SIGHUP while a generation is starting: ignored");

@@ -62,6 +62,8 @@ pub(crate) struct Spawn<'a, F> {
     /// Which sockets are TLS listeners, and the generation's TLS identity.
     pub tls_flags: &'a [bool],
     pub tls: Option<&'a GenerationTls>,
+    /// The access log worker threads share.
+    pub access_log: Option<&'a crate::access_log::Setup>,
 }
 
 /// A running (or finished, not yet dropped) worker.
@@ -111,6 +113,7 @@ impl Member {
             budget: s.budget.cloned(),
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| t.config.clone()),
+            access_log: s.access_log.cloned(),
         };
         let slot = s.slot;
         let events = s.events.clone();

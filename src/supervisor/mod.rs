@@ -79,6 +79,8 @@ pub enum Signal {
     Interrupt,
     /// SIGHUP: rolling reload.
     Hangup,
+    /// SIGUSR1: reopen the access log (logrotate's `postrotate`).
+    Reopen,
 }
 
 /// Everything the supervisor waits on, in one channel.
@@ -135,6 +137,11 @@ pub enum Error {
     Budget(std::io::Error),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::Error),
+    #[error("cannot open the access log {target}: {source}")]
+    AccessLog {
+        target: String,
+        source: std::io::Error,
+    },
     #[error("cannot spawn worker {worker}: {source}")]
     Spawn {
         worker: usize,
@@ -350,6 +357,7 @@ impl<F: ServiceFactory> Server<F> {
             exe: self.exe,
             isolation: config.isolation,
             watcher,
+            access_log: None,
             budget,
             stats: self.stats,
             retired: Vec::new(),

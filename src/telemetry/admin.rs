@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 14] = [
+    let series: [Series; 16] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -215,6 +215,18 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).",
             |s| WorkerStats::get(&s.h2_calmed),
+        ),
+        (
+            "servery_access_log_lines_total",
+            "counter",
+            "Access-log lines written.",
+            |s| WorkerStats::get(&s.access_log_lines),
+        ),
+        (
+            "servery_access_log_dropped_total",
+            "counter",
+            "Access-log lines dropped (the writer behind past --access-log-backlog, or a failed write).",
+            |s| WorkerStats::get(&s.access_log_dropped),
         ),
         (
             "servery_worker_rss_bytes",

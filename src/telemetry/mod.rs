@@ -43,6 +43,11 @@ pub struct WorkerStats {
     pub h2_resets: AtomicU64,
     /// HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).
     pub h2_calmed: AtomicU64,
+    /// Access-log lines written by the log's writer.
+    pub access_log_lines: AtomicU64,
+    /// Access-log lines dropped: the writer was behind past the backlog, a
+    /// write failed, or the writer was stuck at exit.
+    pub access_log_dropped: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
@@ -79,6 +84,8 @@ pub struct Snapshot {
     pub h2_streams: u64,
     pub h2_resets: u64,
     pub h2_calmed: u64,
+    pub access_log_lines: u64,
+    pub access_log_dropped: u64,
     /// Resident set of the worker's process, bytes.
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
@@ -106,6 +113,8 @@ impl Snapshot {
             h2_streams: WorkerStats::get(&stats.h2_streams),
             h2_resets: WorkerStats::get(&stats.h2_resets),
             h2_calmed: WorkerStats::get(&stats.h2_calmed),
+            access_log_lines: WorkerStats::get(&stats.access_log_lines),
+            access_log_dropped: WorkerStats::get(&stats.access_log_dropped),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
         }
@@ -128,6 +137,8 @@ impl Snapshot {
         self.h2_streams += other.h2_streams;
         self.h2_resets += other.h2_resets;
         self.h2_calmed += other.h2_calmed;
+        self.access_log_lines += other.access_log_lines;
+        self.access_log_dropped += other.access_log_dropped;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
     }
@@ -152,6 +163,10 @@ impl Snapshot {
         stats.h2_streams.store(self.h2_streams, Relaxed);
         stats.h2_resets.store(self.h2_resets, Relaxed);
         stats.h2_calmed.store(self.h2_calmed, Relaxed);
+        stats.access_log_lines.store(self.access_log_lines, Relaxed);
+        stats
+            .access_log_dropped
+            .store(self.access_log_dropped, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
     }

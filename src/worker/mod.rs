@@ -132,6 +132,8 @@ pub(crate) struct Init<F> {
     pub tls_flags: Vec<bool>,
     /// The TLS configuration for those listeners.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The access log's sink and format, when there is a log.
+    pub access_log: Option<crate::access_log::Setup>,
 }
 
 /// The one writer of a worker's [`State`].
@@ -292,6 +294,10 @@ pub(crate) struct Ctx<H> {
     /// Test-only: a request for this target makes the handler call panic
     /// (`SERVERY_TEST_FAULT=panic-on=PATH`).
     pub panic_on: Option<Box<str>>,
+    /// This worker's side of the access log, when there is one.
+    pub log: Option<crate::access_log::Log>,
+    /// Connections accepted so far: the next one's number (`$connection`).
+    pub connections: Cell<u64>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -339,7 +345,7 @@ async fn lifecycle<F: ServiceFactory>(
         service,
         index: init.index,
         settings: init.settings,
-        stats: init.stats,
+        stats: init.stats.clone(),
         date: RefCell::new(DateCache::default()),
         registry: Rc::new(Registry::new(init.budget.clone())),
         draining: Cell::new(false),
@@ -347,6 +353,10 @@ async fn lifecycle<F: ServiceFactory>(
         pool: conn::Pool::default(),
         heads: RefCell::new(bytes::BytesMut::new()),
         panic_on: fault::panic_target(),
+        log: init
+            .access_log
+            .map(|setup| crate::access_log::Log::new(setup, init.stats.clone())),
+        connections: Cell::new(0),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));
@@ -364,6 +374,9 @@ async fn lifecycle<F: ServiceFactory>(
         ));
     }
     monoio::spawn(sweep_keepalive(ctx.clone()));
+    if ctx.log.is_some() {
+        monoio::spawn(flush_log(ctx.clone()));
+    }
     life.enter(State::Running, None, None, 0);
     let ignore_drain = matches!(
         fault::for_worker(init.index),
@@ -420,7 +433,9 @@ async fn lifecycle<F: ServiceFactory>(
                 cut += n;
                 false
             }
-            Some(Ok(Control::Commit)) => false,
+            // The sink reopens on the supervisor's side (threads) or in the
+            // process's control reader (processes); nothing to do here.
+            Some(Ok(Control::Commit)) | Some(Ok(Control::ReopenLog)) => false,
             Some(Ok(Control::Beat(seq))) => {
                 life.beat(seq);
                 false
@@ -447,7 +462,26 @@ async fn lifecycle<F: ServiceFactory>(
             ctx.registry.close_idle();
         }
     }
+    // Drained: the last lines go to the writer now (the sink writes them
+    // when it is closed, after every worker of the process is done).
+    if let Some(log) = &ctx.log {
+        log.flush();
+    }
     Ok(cut)
+}
+
+/// Hand a partial buffer of access-log lines to the writer every
+/// `--access-log-flush`, so a quiet worker's lines are not held.
+async fn flush_log<H>(ctx: Rc<Ctx<H>>) {
+    let Some(interval) = ctx.log.as_ref().map(crate::access_log::Log::interval) else {
+        return;
+    };
+    loop {
+        monoio::time::sleep(interval).await;
+        if let Some(log) = &ctx.log {
+            log.flush();
+        }
+    }
 }
 
 /// The keep-alive timeout of parked connections (see `registry`): one
@@ -526,9 +560,12 @@ async fn admit<H: Service>(
         crate::sys::socket::Registered::new(crate::sys::socket::stream_fd(&stream)),
         tls.is_some(),
     );
+    let id = ctx.connections.get();
+    ctx.connections.set(id + 1);
     let facts = crate::app::Connection {
         peer,
         worker: ctx.index,
+        id,
         tls: None,
     };
     match tls {

@@ -61,6 +61,30 @@ where
         crate::sys::spawn::ignore_sigterm();
     }
     let factory = make(&config);
+    // This process's own writer on the log's path (appends of whole
+    // buffers, beside its sibling processes').
+    let access_log = crate::access_log::Setup::open(&config.access_log).map_err(|e| {
+        format!(
+            "cannot open the access log {}: {e}",
+            config.access_log.target_shown()
+        )
+    })?;
+    let reopen = access_log.as_ref().map(|s| s.sink.clone());
+    // `systemctl kill -s USR1` signals every process of the unit: a worker
+    // process takes SIGUSR1 as its own reopen rather than die of it.
+    let mut usr1 = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1])
+        .map_err(|e| format!("cannot handle SIGUSR1: {e}"))?;
+    let on_usr1 = reopen.clone();
+    std::thread::Builder::new()
+        .name("servery-usr1".into())
+        .spawn(move || {
+            for _ in usr1.forever() {
+                if let Some(sink) = &on_usr1 {
+                    sink.reopen();
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the SIGUSR1 thread: {e}"))?;
 
     let (tx, rx) = flume::unbounded();
     let reader = control.clone();
@@ -71,6 +95,13 @@ where
             while let Ok(Some((ToWorker::Control(c), _))) =
                 protocol::recv::<ToWorker>(reader.as_fd(), &mut buf)
             {
+                // SIGUSR1 is the writer thread's business, not the loop's.
+                if c == crate::control::Control::ReopenLog {
+                    if let Some(sink) = &reopen {
+                        sink.reopen();
+                    }
+                    continue;
+                }
                 if tx.send(c).is_err() {
                     break;
                 }
@@ -115,5 +146,6 @@ where
         budget,
         tls_flags: init.tls_flags.clone(),
         tls,
+        access_log,
     }))
 }

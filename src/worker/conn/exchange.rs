@@ -75,6 +75,15 @@ enum Send {
 impl<S: Service, T: Transport> Conn<'_, S, T> {
     /// Take the next buffered request through the service's `call`.
     pub(super) async fn exchange(&mut self) -> Taken {
+        let taken = self.call_service().await;
+        // Whatever the way out, the response (if any) is all queued now.
+        if self.ctx.log.is_some() {
+            self.pending.queued(self.output.pushed());
+        }
+        taken
+    }
+
+    async fn call_service(&mut self) -> Taken {
         let ctx = self.ctx;
         let settings = ctx.settings;
         // 1. The request (a plain function: its locals stay out of this
@@ -251,6 +260,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                                 head_method: head.method == http::Method::Head,
                             };
                             let fields = head::Fields::of(&head, &frozen);
+                            if ctx.log.is_some() {
+                                self.pending.open(&head, self.head_started);
+                            }
                             Ok((parts, fields, framing, expect, facts, body_at))
                         }
                     },
@@ -359,6 +371,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             self.output.push_head(&mut heads, |out| {
                 write_service_head(out, status, &parts.headers, delimit, date, persist)
             });
+        }
+        if ctx.log.is_some() {
+            self.pending.answered(status.as_u16(), self.output.pushed());
         }
         if bodiless {
             return Send::Nothing;

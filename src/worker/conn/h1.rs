@@ -45,6 +45,7 @@ use super::super::{Ctx, Driver};
 use super::dispatch;
 use super::input::Input;
 use super::linger::{linger, Linger};
+use super::logged::Pending;
 use super::output::Output;
 use super::pool::Pool;
 use super::transport::Transport;
@@ -87,6 +88,7 @@ pub(crate) async fn serve<H: Service, S: Transport>(
         grace: Canceller::new(),
         facts,
         watched_out: false,
+        pending: Pending::default(),
     };
     // The busy loop is boxed: its state (writes, timers, lingering) is most
     // of a connection's future, and only the small idle wait below stays
@@ -102,6 +104,9 @@ pub(crate) async fn serve<H: Service, S: Transport>(
             busy => break busy,
         }
     };
+    // What was answered and not yet logged (a write that failed, a client
+    // that left mid-request) is logged now, with the bytes that left.
+    conn.settle(true);
     if busy == Busy::H2c {
         // Prior knowledge (RFC 9113 §3.3): the bytes read so far, preface
         // first, are HTTP/2's. One copy of them, once per connection.
@@ -172,8 +177,9 @@ pub(super) struct Conn<'c, H, S> {
     pub(super) output: Output,
     /// Whether any request was answered (the wait is then keep-alive).
     pub(super) served_any: bool,
-    /// When the current request's first bytes arrived (header timeout).
-    head_started: Instant,
+    /// When the current request's first bytes arrived (header timeout, and
+    /// the access log's duration).
+    pub(super) head_started: Instant,
     /// Cancels the grace read of an idle wait; replaced only when used, so
     /// the busy path allocates none.
     grace: Canceller,
@@ -182,6 +188,8 @@ pub(super) struct Conn<'c, H, S> {
     /// Pipelined bytes wait in the socket: readiness cannot tell that the
     /// client left until they are read (`exchange`'s watch is off).
     pub(super) watched_out: bool,
+    /// Requests waiting for their access-log line (empty without a log).
+    pub(super) pending: Pending,
 }
 
 impl<H: Service, S: Transport> Conn<'_, H, S> {
@@ -239,23 +247,37 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// Write what is queued, if anything; `false` when the connection must
     /// close (the client is gone or too slow).
     pub(super) async fn flush(&mut self) -> bool {
-        self.output.is_empty()
+        let ok = self.output.is_empty()
             || self
                 .output
                 .flush(&mut self.stream, self.ctx.settings.send_timeout)
                 .await
-                .is_ok()
+                .is_ok();
+        self.settle(!ok);
+        ok
+    }
+
+    /// Log the requests whose responses have left (all of them when
+    /// `ending`).
+    pub(super) fn settle(&mut self, ending: bool) {
+        if let Some(log) = &self.ctx.log {
+            self.pending
+                .settle(log, &self.facts, self.output.written(), ending);
+        }
     }
 
     /// Queue the answer to `refusal`, after which the connection closes.
     pub(super) fn refuse(&mut self, refusal: &Refusal) {
-        push(
-            self.ctx,
-            &mut self.output,
-            &on_error(refusal),
-            Persistence::Close,
-            true,
-        );
+        let log = self.ctx.log.is_some();
+        if log && self.pending.needs_open() {
+            self.pending.open_unread(self.head_started);
+        }
+        let resp = on_error(refusal);
+        let body_at = push(self.ctx, &mut self.output, &resp, Persistence::Close, true);
+        if log {
+            self.pending.answered(resp.status.code(), body_at);
+            self.pending.queued(self.output.pushed());
+        }
     }
 
     /// Take and answer every complete request buffered, until the input
@@ -284,7 +306,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                     };
                 }
             }
-            if self.output.full() {
+            if self.output.full() || self.pending.full() {
                 return Taken::Full;
             }
             if !H::BORROWS_HEADS {
@@ -322,13 +344,22 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                                     persistence(ctx, head.keep_alive, head.version)
                                 };
                                 let include_body = head.method != Method::Head;
-                                push(
+                                let log = ctx.log.is_some();
+                                if log {
+                                    self.pending.open(&head, self.head_started);
+                                }
+                                let body_at = push(
                                     ctx,
                                     &mut self.output,
                                     &answer.response,
                                     persistence,
                                     include_body,
                                 );
+                                if log {
+                                    self.pending
+                                        .answered(answer.response.status.code(), body_at);
+                                    self.pending.queued(self.output.pushed());
+                                }
                                 (None, consumed + skipped, persistence, body)
                             }
                         }
@@ -448,6 +479,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
         };
         if early.is_none() {
             self.output.release();
+            self.pending.release();
         }
         early
     }
@@ -569,18 +601,19 @@ pub(super) fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -
     }
 }
 
-/// Queue a response and count it.
+/// Queue a response and count it; returns where its body starts in the
+/// output's byte count.
 pub(super) fn push<H>(
     ctx: &Ctx<H>,
     output: &mut Output,
     resp: &Response,
     persistence: Persistence,
     include_body: bool,
-) {
+) -> u64 {
     WorkerStats::add(&ctx.stats.responses[resp.status.class().min(5)], 1);
     let mut date: RefMut<'_, DateCache> = ctx.date.borrow_mut();
     let mut heads = ctx.heads.borrow_mut();
-    output.push(&mut heads, resp, date.now(), persistence, include_body);
+    output.push(&mut heads, resp, date.now(), persistence, include_body)
 }
 
 /// A read's outcome.

@@ -23,6 +23,8 @@
 //! 7. `h2`: HTTP/2 connections (by ALPN, or by the h2c preface a plain
 //!    connection opens with, which `h1` hands over), their streams answered
 //!    by the same `dispatch`.
+//! 8. `logged`: each request's access-log fields, kept until its response
+//!    has left (the line says what was written and how long it took).
 //!
 //! Memory per connection is bounded whatever the client does: the read
 //! buffer grows only for a head still arriving (up to the head limit), the
@@ -38,6 +40,7 @@ mod h2;
 mod input;
 mod intake;
 mod linger;
+mod logged;
 mod output;
 mod pool;
 mod transport;

@@ -84,12 +84,17 @@ pub(crate) struct Output {
     mem_bytes: usize,
     /// Responses queued.
     responses: usize,
+    /// Bytes ever queued on this connection (the access log places each
+    /// response's body in this count).
+    pushed: u64,
+    /// Bytes of it written: every piece whose write completed.
+    written: u64,
 }
 
 impl Output {
     /// Queue `resp`: its head (with `Date` and `Connection`, formatted in
     /// the worker's head arena `heads`), then its body unless `include_body`
-    /// is false (HEAD).
+    /// is false (HEAD). Returns [`Output::pushed`] after the head.
     pub(crate) fn push(
         &mut self,
         heads: &mut BytesMut,
@@ -97,17 +102,34 @@ impl Output {
         date: &[u8],
         persistence: Persistence,
         include_body: bool,
-    ) {
+    ) -> u64 {
         self.push_head(heads, |out| write_head(out, resp, date, persistence));
+        let body_at = self.pushed;
         if !include_body {
-            return;
+            return body_at;
         }
         match &resp.body {
             Body::Empty => {}
             Body::Bytes(b) => self.push_mem(b.clone()),
-            Body::File(f) => self.queue.push(Chunk::File(f.clone())),
+            Body::File(f) => self.push_file(f),
             Body::Parts(parts) => self.push_parts(parts),
         }
+        body_at
+    }
+
+    fn push_file(&mut self, f: &FileRange) {
+        self.pushed += f.len;
+        self.queue.push(Chunk::File(f.clone()));
+    }
+
+    /// Bytes queued so far, written or not.
+    pub(crate) fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn written(&self) -> u64 {
+        self.written
     }
 
     /// Queue one response's head, formatted by `write` into the arena.
@@ -127,7 +149,7 @@ impl Output {
         for part in parts {
             match part {
                 Part::Bytes(b) => self.push_mem(b.clone()),
-                Part::File(f) => self.queue.push(Chunk::File(f.clone())),
+                Part::File(f) => self.push_file(f),
             }
         }
     }
@@ -138,6 +160,7 @@ impl Output {
             return;
         }
         self.mem_bytes += b.len();
+        self.pushed += b.len() as u64;
         self.queue.push(Chunk::Mem(b));
     }
 
@@ -181,7 +204,9 @@ impl Output {
                 None => false,
             };
         let mut slot = Slot(self.slices.take());
-        let result = write_queue(stream, &mut self.queue, &mut slot, send_timeout).await;
+        let mut done = 0;
+        let result = write_queue(stream, &mut self.queue, &mut slot, send_timeout, &mut done).await;
+        self.written += done;
         self.queue.clear();
         self.slices = slot.0;
         if corked {
@@ -194,22 +219,30 @@ impl Output {
     }
 }
 
+/// Write `queue` in order, adding to `done` the bytes of every piece whose
+/// write completed.
 async fn write_queue<S: Transport>(
     stream: &mut S,
     queue: &mut Vec<Chunk>,
     slot: &mut Slot,
     send_timeout: Duration,
+    done: &mut u64,
 ) -> io::Result<()> {
+    // Bytes gathered in the slot's run, not yet written.
+    let mut run = 0u64;
     for chunk in queue.drain(..) {
         match chunk {
             Chunk::Mem(b) => {
                 if !slot.get().has_room() {
                     write_run(stream, slot, send_timeout).await?;
+                    *done += std::mem::take(&mut run);
                 }
+                run += b.len() as u64;
                 slot.get().push(b);
             }
             Chunk::File(f) => {
                 write_run(stream, slot, send_timeout).await?;
+                *done += std::mem::take(&mut run);
                 // Boxed: a file send is long and rare next to the in-memory
                 // path, and its state would otherwise widen every
                 // connection's future, idle ones included.
@@ -217,10 +250,13 @@ async fn write_queue<S: Transport>(
                     Some(tcp) => Box::pin(send_file(tcp, &f, send_timeout)).await?,
                     None => Box::pin(send_buffered(stream, &f, send_timeout)).await?,
                 }
+                *done += f.len;
             }
         }
     }
-    write_run(stream, slot, send_timeout).await
+    write_run(stream, slot, send_timeout).await?;
+    *done += run;
+    Ok(())
 }
 
 /// The connection's `IoSlices` while a flush runs: lent to each write and

@@ -83,6 +83,12 @@ pub(crate) async fn serve_tls<H: Service>(
             let facts = crate::app::Connection {
                 tls: Some(crate::app::Tls {
                     alpn: session.alpn_protocol().and_then(crate::app::Alpn::from_id),
+                    version: session.protocol_version().map(|v| match v {
+                        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+                        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+                        _ => "TLS",
+                    }),
+                    resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
                 }),
                 ..facts
             };

@@ -39,6 +39,7 @@ use http::header::{self, HeaderValue};
 
 use super::super::super::Ctx;
 use super::super::dispatch::{self, poll_caught};
+use super::super::logged::{Captured, CLIENT_CLOSED};
 use super::heads;
 use crate::app::body::Feed;
 use crate::app::response::{from_static, Kind};
@@ -109,6 +110,16 @@ pub(super) async fn answer<H: Service>(
     facts: Connection,
 ) {
     let (parts, recv) = req.into_parts();
+    // Boxed, and only with a log: every stream's future stays small.
+    let logged = ctx.log.as_ref().map(|log| {
+        Box::new(Logged {
+            log,
+            facts,
+            captured: Captured::h2(&parts, Instant::now()),
+            tally: Tally::default(),
+        })
+    });
+    let tally = logged.as_deref().map(|l| &l.tally);
     let head_only = parts.method == http::Method::HEAD;
     let max_body = ctx.settings.max_body_bytes;
     let declared = parts
@@ -131,6 +142,7 @@ pub(super) async fn answer<H: Service>(
             from_static(on_error(&refusal)),
             head_only,
             None,
+            tally,
         )
         .await;
         return;
@@ -147,7 +159,7 @@ pub(super) async fn answer<H: Service>(
                     Err(Some(e)) => {
                         if let Some(refusal) = refusal_of(e) {
                             let resp = from_static(on_error(&refusal));
-                            let _ = send(ctx, &mut respond, resp, head_only, None).await;
+                            let _ = send(ctx, &mut respond, resp, head_only, None, tally).await;
                         }
                         return;
                     }
@@ -161,7 +173,7 @@ pub(super) async fn answer<H: Service>(
                 shared.end_gracefully();
             }
             let resp = heads::response(answer.response);
-            let sent = send(ctx, &mut respond, resp, head_only, None).await;
+            let sent = send(ctx, &mut respond, resp, head_only, None, tally).await;
             if let Err(Gone::Reset) = sent {
                 shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
             }
@@ -171,7 +183,42 @@ pub(super) async fn answer<H: Service>(
 
     // Boxed: every stream's future is moved into the connection's set, so
     // what only a service's call needs is kept out of it.
-    Box::pin(call(ctx, shared, parts, recv, respond, facts)).await;
+    Box::pin(call(ctx, shared, parts, recv, respond, facts, tally)).await;
+}
+
+/// A stream's access-log line, written when the stream's answer ends
+/// (dropped), however it ends.
+struct Logged<'a> {
+    log: &'a crate::access_log::Log,
+    facts: Connection,
+    captured: Captured,
+    tally: Tally,
+}
+
+impl Drop for Logged<'_> {
+    fn drop(&mut self) {
+        let status = match self.tally.status.get() {
+            0 => CLIENT_CLOSED,
+            s => s,
+        };
+        self.captured
+            .write(self.log, &self.facts, status, self.tally.bytes.get());
+    }
+}
+
+/// What a stream's answer sent: its status (0 before the head) and the
+/// body bytes handed to `h2`.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    status: Cell<u16>,
+    bytes: Cell<u64>,
+}
+
+/// Count `n` body bytes sent, when a log is kept.
+fn count(tally: Option<&Tally>, n: usize) {
+    if let Some(t) = tally {
+        t.bytes.set(t.bytes.get() + n as u64);
+    }
 }
 
 /// Answer one stream through the service's `call`, its body fed as the
@@ -183,6 +230,7 @@ async fn call<H: Service>(
     recv: RecvStream,
     mut respond: SendResponse<Bytes>,
     facts: Connection,
+    tally: Option<&Tally>,
 ) {
     let head_only = parts.method == http::Method::HEAD;
     let failed: Cell<Option<BodyError>> = Cell::new(None);
@@ -206,7 +254,7 @@ async fn call<H: Service>(
         // `start` has counted and logged the panic.
         shared.end_gracefully();
         let resp = on_error(&Refusal::HandlerPanicked);
-        let _ = send(ctx, &mut respond, from_static(resp), head_only, None).await;
+        let _ = send(ctx, &mut respond, from_static(resp), head_only, None, tally).await;
         return;
     };
     let mut call = pin!(call);
@@ -246,7 +294,7 @@ async fn call<H: Service>(
         },
     };
     // The body may still be read while the response streams (an echo).
-    let sending = send(ctx, &mut respond, resp, head_only, Some(&failed));
+    let sending = send(ctx, &mut respond, resp, head_only, Some(&failed), tally);
     let mut sending = pin!(sending);
     let sent = poll_fn(|cx| {
         if !fed && feeding.as_mut().poll(cx).is_ready() {
@@ -375,6 +423,7 @@ async fn send<H>(
     resp: http::Response<Body>,
     head_only: bool,
     failed: Option<&Cell<Option<BodyError>>>,
+    tally: Option<&Tally>,
 ) -> Result<(), Gone> {
     let (mut parts, body) = resp.into_parts();
     parts.headers.retain_connection_safe();
@@ -420,6 +469,9 @@ async fn send<H>(
         1,
     );
     let bodiless = head_only || no_content || len == Some(0);
+    if let Some(t) = tally {
+        t.status.set(status.as_u16());
+    }
     let head = http::Response::from_parts(parts, ());
     let mut out = respond
         .send_response(head, bodiless)
@@ -429,10 +481,13 @@ async fn send<H>(
     }
     match body.kind {
         Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
-        Kind::Bytes(b) if b.len() <= EAGER_BYTES => out.send_data(b, true).map_err(|_| Gone::Reset),
+        Kind::Bytes(b) if b.len() <= EAGER_BYTES => {
+            count(tally, b.len());
+            out.send_data(b, true).map_err(|_| Gone::Reset)
+        }
         // Boxed: a small answer's future (the one every stream carries)
         // stays small.
-        kind => Box::pin(send_body(ctx, out, kind, failed)).await,
+        kind => Box::pin(send_body(ctx, out, kind, failed, tally)).await,
     }
 }
 
@@ -442,13 +497,14 @@ async fn send_body<H>(
     mut out: SendStream<Bytes>,
     kind: Kind,
     failed: Option<&Cell<Option<BodyError>>>,
+    tally: Option<&Tally>,
 ) -> Result<(), Gone> {
     let timeout = ctx.settings.send_timeout;
     let mut held = None;
     match kind {
         Kind::Empty => out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
-        Kind::Bytes(b) => put(&mut out, b, true, timeout).await,
-        Kind::Pieces(pieces) => send_pieces(&mut out, pieces, timeout).await,
+        Kind::Bytes(b) => put(&mut out, b, true, timeout, tally).await,
+        Kind::Pieces(pieces) => send_pieces(&mut out, pieces, timeout, tally).await,
         Kind::Stream(mut stream) => loop {
             let frame = next_frames(&mut stream, &mut held).await;
             if let Some(e) = failed.and_then(Cell::get).and_then(refusal_of) {
@@ -459,7 +515,7 @@ async fn send_body<H>(
             match frame {
                 None => break out.send_data(Bytes::new(), true).map_err(|_| Gone::Reset),
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => put(&mut out, data, false, timeout).await?,
+                    Ok(data) => put(&mut out, data, false, timeout, tally).await?,
                     Err(frame) => {
                         if let Ok(trailers) = frame.into_trailers() {
                             break out.send_trailers(trailers).map_err(|_| Gone::Reset);
@@ -621,19 +677,23 @@ async fn put(
     mut data: Bytes,
     end: bool,
     timeout: Duration,
+    tally: Option<&Tally>,
 ) -> Result<(), Gone> {
     if data.is_empty() || data.len() <= EAGER_BYTES {
         // Small enough to hand to `h2` whole: it goes out as the window
         // allows, with the head in the same write, without a round of
         // credit first.
         if end || !data.is_empty() {
+            let n = data.len();
             out.send_data(data, end).map_err(|_| Gone::Reset)?;
+            count(tally, n);
         }
         return Ok(());
     }
     while !data.is_empty() {
         let n = credit(out, data.len(), timeout).await?;
         let chunk = data.split_to(n.min(data.len()));
+        count(tally, chunk.len());
         out.send_data(chunk, end && data.is_empty())
             .map_err(|_| Gone::Reset)?;
     }
@@ -646,6 +706,7 @@ async fn send_pieces(
     out: &mut SendStream<Bytes>,
     pieces: Vec<Part>,
     timeout: Duration,
+    tally: Option<&Tally>,
 ) -> Result<(), Gone> {
     let n = pieces.len();
     for (i, piece) in pieces.into_iter().enumerate() {
@@ -655,7 +716,7 @@ async fn send_pieces(
                 if b.is_empty() && !last {
                     continue;
                 }
-                put(out, b, last, timeout).await?;
+                put(out, b, last, timeout, tally).await?;
             }
             Part::File(range) => {
                 let (mut offset, mut left) = (range.offset, range.len);
@@ -674,6 +735,7 @@ async fn send_pieces(
                     buf.truncate(got);
                     offset += got as u64;
                     left -= got as u64;
+                    count(tally, got);
                     out.send_data(Bytes::from(buf), last && left == 0)
                         .map_err(|_| Gone::Reset)?;
                 }

@@ -1,0 +1,279 @@
+//! The access log's side of a connection: what each request's line will
+//! say, kept from its head until its response has left.
+//!
+//! HTTP/1.1 answers pipelined requests into a queue that is written later,
+//! and a line says how many body bytes were written and how long it all
+//! took, so a line can only be written after its response's write. Until
+//! then [`Pending`] holds each request's fields (copied from its head, which
+//! the connection's read buffer does not keep) and where its body lies in
+//! the connection's output (`Output::pushed`); after each write,
+//! [`Pending::settle`] writes the lines of the responses that have left.
+//! HTTP/2 streams each keep their own [`Captured`] fields until their
+//! answer ends.
+//!
+//! Bounds: [`MAX_RECORDS`] requests and [`MAX_TEXT_BYTES`] of their fields
+//! (or one request's, whatever its size: it is within `--max-head-bytes`);
+//! past either the connection takes no more pipelined requests until its
+//! output is written, as past the output's own budget.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use crate::access_log::{Line, Log, Protocol};
+use crate::app::Connection;
+use crate::http::{Head, Version};
+
+/// Most requests waiting for their line, as the output's `MAX_QUEUED`.
+pub(super) const MAX_RECORDS: usize = super::output::MAX_QUEUED;
+/// Most bytes of their fields held.
+pub(super) const MAX_TEXT_BYTES: usize = 16 * 1024;
+
+/// The status of a request whose client left before any answer (nginx's).
+pub(super) const CLIENT_CLOSED: u16 = 499;
+
+/// A request's fields, as ranges of a text buffer.
+#[derive(Debug, Clone)]
+struct Fields {
+    method: Range<usize>,
+    target: Range<usize>,
+    host: Option<Range<usize>>,
+    referer: Option<Range<usize>>,
+    user_agent: Option<Range<usize>>,
+    protocol: Protocol,
+}
+
+impl Fields {
+    fn capture(
+        text: &mut Vec<u8>,
+        method: &[u8],
+        target: &[u8],
+        host: Option<&[u8]>,
+        referer: Option<&[u8]>,
+        user_agent: Option<&[u8]>,
+        protocol: Protocol,
+    ) -> Fields {
+        let mut put = |b: &[u8]| {
+            let at = text.len();
+            text.extend_from_slice(b);
+            at..text.len()
+        };
+        Fields {
+            method: put(method),
+            target: put(target),
+            host: host.map(&mut put),
+            referer: referer.map(&mut put),
+            user_agent: user_agent.map(&mut put),
+            protocol,
+        }
+    }
+
+    fn line<'a>(
+        &self,
+        text: &'a [u8],
+        facts: &Connection,
+        status: u16,
+        body_bytes: u64,
+        duration_us: u64,
+    ) -> Line<'a> {
+        let get = |r: &Range<usize>| &text[r.clone()];
+        Line {
+            peer: facts.peer,
+            method: get(&self.method),
+            target: get(&self.target),
+            protocol: self.protocol,
+            status,
+            body_bytes,
+            duration_us,
+            referer: self.referer.as_ref().map(get),
+            user_agent: self.user_agent.as_ref().map(get),
+            host: self.host.as_ref().map(get),
+            tls_version: facts.tls.and_then(|t| t.version),
+            tls_resumed: facts.tls.map(|t| t.resumed),
+            worker: facts.worker,
+            connection: facts.id,
+        }
+    }
+}
+
+fn protocol(v: Version) -> Protocol {
+    match v {
+        Version::Http10 => Protocol::Http10,
+        Version::Http11 => Protocol::Http11,
+    }
+}
+
+/// One HTTP/1.1 request waiting for its line.
+#[derive(Debug)]
+struct Record {
+    fields: Fields,
+    start: Instant,
+    /// `None` until answered.
+    status: Option<u16>,
+    /// Its body in the output's byte count: from the head's end to the
+    /// response's; `end` is `None` while a stream is still being queued.
+    body: Range<u64>,
+    end: Option<u64>,
+}
+
+/// An HTTP/1.1 connection's requests waiting for their lines.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    records: Vec<Record>,
+    text: Vec<u8>,
+}
+
+impl Pending {
+    /// Whether no more pipelined requests should be taken before a write.
+    pub(super) fn full(&self) -> bool {
+        self.records.len() >= MAX_RECORDS || self.text.len() >= MAX_TEXT_BYTES
+    }
+
+    /// A request whose head came at `start`.
+    pub(super) fn open(&mut self, head: &Head<'_>, start: Instant) {
+        let fields = Fields::capture(
+            &mut self.text,
+            head.method_token.as_bytes(),
+            head.target,
+            head.host,
+            head.header("referer"),
+            head.header("user-agent"),
+            protocol(head.version),
+        );
+        self.records.push(Record {
+            fields,
+            start,
+            status: None,
+            body: 0..0,
+            end: None,
+        });
+    }
+
+    /// Whether the next answer needs a record of its own: the last one is
+    /// answered already (or there is none).
+    pub(super) fn needs_open(&self) -> bool {
+        self.records.last().is_none_or(|r| r.status.is_some())
+    }
+
+    /// A request refused before its head could be read (400, 408, 413...):
+    /// a line with `-` for what is unknown.
+    pub(super) fn open_unread(&mut self, start: Instant) {
+        let fields = Fields::capture(
+            &mut self.text,
+            b"-",
+            b"-",
+            None,
+            None,
+            None,
+            Protocol::Http11,
+        );
+        self.records.push(Record {
+            fields,
+            start,
+            status: None,
+            body: 0..0,
+            end: None,
+        });
+    }
+
+    /// The last opened request was answered `status`; its head ends at
+    /// `body_start` of the output's count.
+    pub(super) fn answered(&mut self, status: u16, body_start: u64) {
+        if let Some(r) = self.records.last_mut() {
+            if r.status.is_none() {
+                r.status = Some(status);
+                r.body = body_start..body_start;
+            }
+        }
+    }
+
+    /// The last request's response is all queued, ending at `end`.
+    pub(super) fn queued(&mut self, end: u64) {
+        if let Some(r) = self.records.last_mut() {
+            if r.end.is_none() {
+                r.body.end = end;
+                r.end = Some(end);
+            }
+        }
+    }
+
+    /// Write the lines of the responses written (`written` bytes of the
+    /// output have left), or of every request when the connection ends
+    /// (`ending`: unwritten bytes never will be).
+    pub(super) fn settle(&mut self, log: &Log, facts: &Connection, written: u64, ending: bool) {
+        let now = Instant::now();
+        let mut done = 0;
+        for r in &self.records {
+            let left = match r.end {
+                Some(end) => end <= written,
+                None => false,
+            };
+            if !(left || ending) {
+                break;
+            }
+            let sent = written.clamp(r.body.start, r.body.end) - r.body.start;
+            let status = r.status.unwrap_or(CLIENT_CLOSED);
+            let us = now.duration_since(r.start).as_micros() as u64;
+            log.write(&r.fields.line(&self.text, facts, status, sent, us));
+            done += 1;
+        }
+        if done == self.records.len() {
+            self.records.clear();
+            self.text.clear();
+        } else if done > 0 {
+            self.records.drain(..done);
+        }
+    }
+
+    /// Drop the storage of an idle connection.
+    pub(super) fn release(&mut self) {
+        if self.records.is_empty() {
+            self.records = Vec::new();
+            self.text = Vec::new();
+        }
+    }
+}
+
+/// An HTTP/2 stream's request fields, kept until its answer ends.
+#[derive(Debug)]
+pub(super) struct Captured {
+    fields: Fields,
+    text: Vec<u8>,
+    start: Instant,
+}
+
+impl Captured {
+    /// The fields of an HTTP/2 request.
+    pub(super) fn h2(parts: &http::request::Parts, start: Instant) -> Captured {
+        let mut text = Vec::new();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |p| p.as_str());
+        let header = |n: http::header::HeaderName| parts.headers.get(n).map(|v| v.as_bytes());
+        let host = parts
+            .uri
+            .authority()
+            .map(|a| a.as_str().as_bytes())
+            .or_else(|| header(http::header::HOST));
+        let fields = Fields::capture(
+            &mut text,
+            parts.method.as_str().as_bytes(),
+            target.as_bytes(),
+            host,
+            header(http::header::REFERER),
+            header(http::header::USER_AGENT),
+            Protocol::Http2,
+        );
+        Captured {
+            fields,
+            text,
+            start,
+        }
+    }
+
+    /// Write the stream's line.
+    pub(super) fn write(&self, log: &Log, facts: &Connection, status: u16, body_bytes: u64) {
+        let us = self.start.elapsed().as_micros() as u64;
+        log.write(&self.fields.line(&self.text, facts, status, body_bytes, us));
+    }
+}
