@@ -60,7 +60,9 @@ nginx_listen() {
 # write_nginx_conf PREFIX ROOT PORT WORKERS CPUS [PROTOCOL [CERT KEY]]: write
 # PREFIX/nginx.conf that serves ROOT on 127.0.0.1:PORT with WORKERS workers
 # pinned to CPUS, speaking PROTOCOL (see nginx_listen; default http1), and
-# make PREFIX/tmp for nginx's temp files.
+# make PREFIX/tmp for nginx's temp files. NGINX_ACCESS_LOG, if set, is the
+# access_log directive's arguments (default: off), e.g.
+# NGINX_ACCESS_LOG='"/tmp/a.log" combined buffer=64k flush=1s'.
 write_nginx_conf() {
 	local prefix=$1 root=$2 port=$3 workers=$4 cpu_list=$5 protocol=${6:-http1}
 	local cert=${7:-} key=${8:-} affinity listen user_line=""
@@ -101,7 +103,7 @@ http {
     }
     default_type application/octet-stream;
 
-    access_log off;
+    access_log ${NGINX_ACCESS_LOG:-off};
     sendfile on;
     tcp_nopush on;
     tcp_nodelay on;
