@@ -533,3 +533,35 @@ fn bytes_sent_say_what_left_when_the_client_goes_away() {
     assert!(l.contains("\"GET /huge.bin HTTP/1.1\" 200 "), "{l}");
     assert!(bytes < 16 * 1024 * 1024, "{l}");
 }
+
+#[test]
+fn a_pipelining_client_cannot_grow_what_waits_for_its_lines() {
+    let (_dir, path) = log_path();
+    let server = start(&path, &[]);
+    let rss_before = rss_bytes(server.pid());
+    // 1,000 pipelined requests with 6 KiB agents, written without reading:
+    // each line's fields wait for its response's write, and the connection
+    // stops taking requests while 16 KiB of them wait.
+    let agent = "a".repeat(6 * 1024);
+    let one = format!("GET /a.txt HTTP/1.1\r\nHost: h\r\nUser-Agent: {agent}\r\n\r\n");
+    let n = 1000;
+    let mut s = std::net::TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let writer = {
+        let mut s = s.try_clone().unwrap();
+        let all = one.repeat(n);
+        std::thread::spawn(move || s.write_all(all.as_bytes()).unwrap())
+    };
+    for _ in 0..n {
+        assert_eq!(common::read_response(&mut s).status, 200);
+    }
+    writer.join().unwrap();
+    let got = lines(&path, n);
+    assert_eq!(got.len(), n);
+    assert!(got.iter().all(|l| l.len() > 6 * 1024));
+    let rss_after = rss_bytes(server.pid());
+    assert!(
+        rss_after < rss_before + 8 * 1024 * 1024,
+        "RSS {rss_before} -> {rss_after}"
+    );
+}

@@ -123,6 +123,12 @@ impl Log {
         }
     }
 
+    /// The sink this worker writes through (tests close it to read the file).
+    #[cfg(test)]
+    pub(crate) fn setup_sink(&self) -> Arc<Sink> {
+        self.setup.sink.clone()
+    }
+
     /// How often the worker's timer calls [`Log::flush`].
     pub fn interval(&self) -> Duration {
         self.setup.flush

@@ -277,3 +277,91 @@ impl Captured {
         log.write(&self.fields.line(&self.text, facts, status, body_bytes, us));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::access_log::{Format, Setup, Sink, Target};
+    use crate::http::Limits;
+    use crate::telemetry::WorkerStats;
+
+    fn log(path: &std::path::Path) -> Log {
+        let setup = Setup {
+            sink: Sink::open(&Target::File(path.to_owned()), 1 << 20).unwrap(),
+            format: Arc::new(Format::parse("$status $body_bytes_sent $request_uri").unwrap()),
+            buffer_bytes: 1 << 16,
+            flush: Duration::from_secs(1),
+        };
+        Log::new(setup, Arc::new(WorkerStats::default()))
+    }
+
+    fn facts() -> Connection {
+        Connection {
+            peer: None,
+            worker: 0,
+            id: 0,
+            tls: None,
+        }
+    }
+
+    fn open(p: &mut Pending, target: &str) {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let (head, _) = crate::http::parse(req.as_bytes(), &Limits::default())
+            .unwrap()
+            .unwrap();
+        p.open(&head, Instant::now());
+    }
+
+    #[test]
+    fn lines_wait_for_their_bytes_and_say_what_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let log = log(&path);
+        let mut p = Pending::default();
+        // Two pipelined responses: bodies at 100..1100 and 1200..1300.
+        open(&mut p, "/one");
+        p.answered(200, 100);
+        p.queued(1100);
+        open(&mut p, "/two");
+        p.answered(404, 1200);
+        p.queued(1300);
+        // Only the first has left.
+        p.settle(&log, &facts(), 1150, false);
+        assert_eq!(p.records.len(), 1);
+        // The connection ends 50 bytes into the second body.
+        p.settle(&log, &facts(), 1250, true);
+        assert!(p.records.is_empty() && p.text.is_empty());
+        // One never answered: the client left (499).
+        open(&mut p, "/three");
+        p.settle(&log, &facts(), 1250, true);
+        log.flush();
+        let sink = log.setup_sink();
+        drop(log);
+        assert!(sink.close(Duration::from_secs(5)));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "200 1000 /one\n404 50 /two\n499 0 /three\n"
+        );
+    }
+
+    #[test]
+    fn the_fields_held_are_bounded() {
+        let mut p = Pending::default();
+        let long = "/".to_string() + &"x".repeat(1000);
+        let mut taken = 0;
+        while !p.full() {
+            open(&mut p, &long);
+            taken += 1;
+        }
+        assert!(p.text.len() < MAX_TEXT_BYTES + 1100);
+        assert_eq!(taken, MAX_TEXT_BYTES.div_ceil(1004));
+        let mut p = Pending::default();
+        while !p.full() {
+            open(&mut p, "/");
+        }
+        assert_eq!(p.records.len(), MAX_RECORDS);
+    }
+}
