@@ -291,6 +291,8 @@ struct Stamped<'a, 'l> {
 
 /// What a field holds for one line.
 enum Value<'a> {
+    /// The client's IP address.
+    Ip(std::net::IpAddr),
     /// Client-controlled (or otherwise free) bytes: escaped.
     Bytes(&'a [u8]),
     /// Text we made (numbers, times, names): written as is.
@@ -301,18 +303,12 @@ enum Value<'a> {
     None,
 }
 
-fn value<'a>(field: Field, stamped: &Stamped<'a, 'a>, scratch: &'a mut String) -> Value<'a> {
+fn value<'a>(field: Field, stamped: &Stamped<'a, 'a>) -> Value<'a> {
     let line = stamped.line;
     match field {
         Field::TimeIso8601 => Value::Plain(stamped.time.iso8601()),
         Field::TimeLocal => Value::Plain(stamped.time.common()),
-        Field::RemoteAddr => match line.peer {
-            Some(p) => {
-                let _ = write!(scratch, "{}", p.ip());
-                Value::Plain(scratch)
-            }
-            None => Value::None,
-        },
+        Field::RemoteAddr => line.peer.map_or(Value::None, |p| Value::Ip(p.ip())),
         Field::RemotePort => line
             .peer
             .map_or(Value::None, |p| Value::Number(p.port().into())),
@@ -345,8 +341,8 @@ fn text_field(out: &mut Vec<u8>, field: Field, stamped: &Stamped<'_, '_>) {
         out.extend_from_slice(line.protocol.name().as_bytes());
         return;
     }
-    let mut scratch = String::new();
-    match value(field, stamped, &mut scratch) {
+    match value(field, stamped) {
+        Value::Ip(ip) => write_ip(out, ip),
         Value::Bytes(b) => escape_text(out, b),
         Value::Plain(s) => out.extend_from_slice(s.as_bytes()),
         Value::Number(n) => number(out, n),
@@ -368,8 +364,12 @@ fn json_field(out: &mut Vec<u8>, field: Field, stamped: &Stamped<'_, '_>) {
         out.push(b'"');
         return;
     }
-    let mut scratch = String::new();
-    match value(field, stamped, &mut scratch) {
+    match value(field, stamped) {
+        Value::Ip(ip) => {
+            out.push(b'"');
+            write_ip(out, ip);
+            out.push(b'"');
+        }
         Value::Bytes(b) => {
             out.push(b'"');
             escape_json(out, b);
@@ -401,40 +401,82 @@ fn number(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(&buf[i..]);
 }
 
+/// An IP address as `Display` spells it; IPv4 (the common case) without
+/// the formatting machinery, which costs more than the rest of a line.
+fn write_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                number(out, octet.into());
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            let _ = write!(VecWriter(out), "{v6}");
+        }
+    }
+}
+
+/// `fmt::Write` into a byte buffer.
+struct VecWriter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
+/// Whether nginx's log escaping leaves `b` as it is.
+fn plain(b: u8) -> bool {
+    b != b'"' && b != b'\\' && (0x20..0x7f).contains(&b)
+}
+
 /// nginx's escaping of variables in a log line: `"`, `\` and every byte
-/// outside printable ASCII as `\xHH`.
+/// outside printable ASCII as `\xHH`. Runs of plain bytes (all of an honest
+/// field) are copied at once.
 pub fn escape_text(out: &mut Vec<u8>, bytes: &[u8]) {
-    for &b in bytes {
-        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            out.extend_from_slice(&[
-                b'\\',
-                b'x',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
-        } else {
-            out.push(b);
-        }
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let run = rest.iter().position(|&b| !plain(b)).unwrap_or(rest.len());
+        out.extend_from_slice(&rest[..run]);
+        let Some(&b) = rest.get(run) else {
+            break;
+        };
+        out.extend_from_slice(&[
+            b'\\',
+            b'x',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 15)],
+        ]);
+        rest = &rest[run + 1..];
     }
 }
 
 /// A JSON string's contents (RFC 8259 §7): quotes, backslashes and control
 /// characters escaped, UTF-8 kept, any byte that is not UTF-8 as `\u00HH`.
 pub fn escape_json(out: &mut Vec<u8>, bytes: &[u8]) {
+    let plain = |b: u8| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f;
     for chunk in bytes.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
+        let mut valid = chunk.valid().as_bytes();
+        while let Some(run) = valid.iter().position(|&b| !plain(b)) {
+            out.extend_from_slice(&valid[..run]);
+            let b = valid[run];
+            valid = &valid[run + 1..];
             match b {
                 b'"' => out.extend_from_slice(b"\\\""),
                 b'\\' => out.extend_from_slice(b"\\\\"),
                 b'\n' => out.extend_from_slice(b"\\n"),
                 b'\r' => out.extend_from_slice(b"\\r"),
                 b'\t' => out.extend_from_slice(b"\\t"),
-                0..0x20 | 0x7f => unicode_escape(out, b),
-                _ => out.push(b),
+                _ => unicode_escape(out, b),
             }
         }
+        out.extend_from_slice(valid);
         for &b in chunk.invalid() {
             unicode_escape(out, b);
         }
