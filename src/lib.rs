@@ -14,6 +14,7 @@
 //! - `telemetry`: counters, the admin endpoint, logging.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
+//! - `plural`: counts in what servery prints ("1 worker", "2 workers").
 //!
 //! # Serving a service
 //! ```no_run
@@ -43,6 +44,7 @@ pub mod config;
 pub mod control;
 pub mod http;
 pub mod net;
+mod plural;
 pub mod static_files;
 pub mod supervisor;
 #[allow(unsafe_code)]

@@ -372,11 +372,11 @@ fn ready_line_reports_pinned_cpus() {
     let cpu = first_allowed_cpu().to_string();
     let server = TestServer::builder()
         .pinned()
-        .args(&["--cpus", &cpu, "--driver", "epoll"])
+        .args(&["--workers", "1", "--cpus", &cpu, "--driver", "epoll"])
         .start();
     assert!(
         server.ready_line().ends_with(&format!(
-            "1 workers, epoll, reuseport, cpus {cpu}, http speaks http/1.1+h2c"
+            " — 1 worker, epoll, reuseport, cpus {cpu}, http speaks http/1.1+h2c"
         )),
         "{}",
         server.ready_line()
