@@ -1,7 +1,8 @@
 //! servery: a thread-per-core io_uring HTTP/1.1 server for static files.
 //!
 //! # Layout
-//! - `cli`: the `servery` command line (`serve`, `check-config`).
+//! - `cli`: the `servery` command line (`serve`, `check-config`, `help`,
+//!   `man`, `completions`).
 //! - `config`: raw config (file + flags) validated into [`config::Config`].
 //! - `supervisor`: a generation of workers: barrier, run, drain.
 //! - `control`: what the supervisor and workers say to each other (states,
