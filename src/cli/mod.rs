@@ -166,30 +166,37 @@ where
             serve(config, args, make)
         }
         Command::Help { topic } => {
-            let mut out = std::io::stdout().lock();
-            manual::help(&mut command(), topic.as_deref(), &mut out)
-                .and_then(|()| out.flush())
-                .context("cannot write the help")?;
-            Ok(ExitCode::SUCCESS)
+            let mut text = Vec::new();
+            manual::help(&mut command(), topic.as_deref(), &mut text)?;
+            print(&text, "the help")
         }
         Command::Man => {
-            let mut out = std::io::stdout().lock();
-            manual::man(&command(), &mut out)
-                .and_then(|()| out.flush())
-                .context("cannot write the man page")?;
-            Ok(ExitCode::SUCCESS)
+            let mut text = Vec::new();
+            manual::man(&command(), &mut text)?;
+            print(&text, "the man page")
         }
         Command::Completions { shell } => {
-            let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut command(), "servery", &mut out);
-            out.flush().context("cannot write the completion script")?;
-            Ok(ExitCode::SUCCESS)
+            // Into memory first: clap_complete panics if its writer fails.
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut command(), "servery", &mut text);
+            print(&text, "the completion script")
         }
         Command::Worker => match crate::worker::process::main(make) {
             Ok(crate::worker::State::Exited) => Ok(ExitCode::SUCCESS),
             Ok(_) => Ok(ExitCode::FAILURE),
             Err(e) => Err(anyhow::anyhow!(e)).context("worker process"),
         },
+    }
+}
+
+/// Write `text` (`what` names it) to stdout. A reader that went away early
+/// (`servery man | head`) is no failure: it has what it wanted.
+fn print(text: &[u8], what: &str) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context(format!("cannot write {what} to stdout")),
     }
 }
 
