@@ -1,7 +1,8 @@
 //! servery: a thread-per-core io_uring HTTP/1.1 server for static files.
 //!
 //! # Layout
-//! - `cli`: the `servery` command line (`serve`, `check-config`).
+//! - `cli`: the `servery` command line (`serve`, `check-config`, `help`,
+//!   `man`, `completions`).
 //! - `config`: raw config (file + flags) validated into [`config::Config`].
 //! - `supervisor`: a generation of workers: barrier, run, drain.
 //! - `control`: what the supervisor and workers say to each other (states,
@@ -15,6 +16,7 @@
 //! - `access_log`: one line per request, formatted per worker, written off them.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
+//! - `plural`: counts in what servery prints ("1 worker", "2 workers").
 //!
 //! # Serving a service
 //! ```no_run
@@ -45,6 +47,7 @@ pub mod config;
 pub mod control;
 pub mod http;
 pub mod net;
+mod plural;
 pub mod static_files;
 pub mod supervisor;
 #[allow(unsafe_code)]

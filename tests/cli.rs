@@ -1,7 +1,9 @@
 //! The command line: `check-config` output and refusals (exit 2, naming the
-//! field), config files merged under flags, and `serve`'s start-up outcomes
+//! field), config files merged under flags, `serve`'s start-up outcomes
 //! (ready line, exit 2 before binding, exit 1 on a busy port, exit 0 on
-//! SIGTERM). Not per driver: nothing here depends on the I/O driver.
+//! SIGTERM), and what servery says about itself (grouped `--help` with
+//! defaults, `help TOPIC`, `man`, `completions`). Not per driver: nothing
+//! here depends on the I/O driver.
 
 mod common;
 
@@ -372,11 +374,11 @@ fn ready_line_reports_pinned_cpus() {
     let cpu = first_allowed_cpu().to_string();
     let server = TestServer::builder()
         .pinned()
-        .args(&["--cpus", &cpu, "--driver", "epoll"])
+        .args(&["--workers", "1", "--cpus", &cpu, "--driver", "epoll"])
         .start();
     assert!(
         server.ready_line().ends_with(&format!(
-            "1 workers, epoll, reuseport, cpus {cpu}, http speaks http/1.1+h2c"
+            " — 1 worker, epoll, reuseport, cpus {cpu}, http speaks http/1.1+h2c"
         )),
         "{}",
         server.ready_line()
@@ -397,4 +399,176 @@ fn serve_exits_0_on_sigterm() {
         TcpStream::connect_timeout(&server.addr(), Duration::from_secs(1)).is_err(),
         "still accepting after exit"
     );
+}
+
+/// `servery args`, expecting exit 0; its stdout.
+fn printed(args: &[&str]) -> String {
+    let out = servery(args);
+    assert!(
+        out.status.success(),
+        "servery {args:?}: {:?}\n{}",
+        out.status,
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+/// `text` with every run of whitespace one space, so a check does not depend
+/// on where the help was wrapped.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The long flags a help text lists (`--drain-timeout`), in order: clap
+/// indents them, a paragraph is not.
+fn flags_in(help: &str) -> Vec<String> {
+    help.lines()
+        .filter(|l| l.starts_with(' '))
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '=']).next())
+        .map(|f| format!("--{f}"))
+        .collect()
+}
+
+const HEADINGS: [&str; 8] = [
+    "Listeners:",
+    "Workers:",
+    "Lifecycle:",
+    "Limits:",
+    "Files:",
+    "TLS:",
+    "HTTP/2:",
+    "Admin:",
+];
+
+#[test]
+fn serve_help_groups_flags_by_concern_and_shows_defaults() {
+    for command in ["serve", "check-config"] {
+        let help = printed(&[command, "--help"]);
+        let lines: Vec<&str> = help.lines().collect();
+        let at: Vec<usize> = HEADINGS
+            .iter()
+            .map(|h| {
+                lines
+                    .iter()
+                    .position(|l| l == h)
+                    .unwrap_or_else(|| panic!("{command}: no {h}\n{help}"))
+            })
+            .collect();
+        assert!(
+            at.windows(2).all(|w| w[0] < w[1]),
+            "{command}: headings out of order\n{help}"
+        );
+        let help = flat(&help);
+        for shown in [
+            "--drain-timeout <SECONDS> Seconds in-flight requests get after SIGTERM before being cut [default: 30]",
+            "--workers <N|auto> Worker count, or `auto` for one per physical core [default: 1]",
+            "--driver <auto|uring|epoll> I/O driver: `auto` (io_uring, else epoll), `uring` or `epoll` [default: auto]",
+            "[default: 128]",
+            "--force-timeout <SECONDS> Seconds after SIGTERM when surviving workers are abandoned [default: --drain-timeout + 5]",
+        ] {
+            assert!(help.contains(shown), "{command}: {shown:?} not in\n{help}");
+        }
+        // Unset unless given: no default is made up.
+        let admin = "--admin <ADDR> Address of the admin listener (/healthz, /readyz, /metrics)";
+        assert!(help.contains(admin), "{help}");
+        assert!(!help.contains(&format!("{admin} [default")), "{help}");
+    }
+}
+
+#[test]
+fn help_topic_prints_its_flags_defaults_and_doc() {
+    let page = printed(&["help", "tls"]);
+    for flag in [
+        "--tls-bind",
+        "--tls-cert",
+        "--tls-key",
+        "--tls-self-signed",
+        "--tls-handshake-timeout",
+        "--tls-ticket-rotate",
+    ] {
+        assert!(page.contains(flag), "{flag}:\n{page}");
+    }
+    assert_eq!(flags_in(&page).len(), 6, "only the TLS flags:\n{page}");
+    assert!(flat(&page).contains("[default: 3600]"), "{page}");
+    assert!(page.contains("docs/tls.md"), "{page}");
+    let index = printed(&["help"]);
+    for topic in [
+        "listeners",
+        "workers",
+        "lifecycle",
+        "limits",
+        "files",
+        "tls",
+        "http2",
+        "admin",
+        "logging",
+    ] {
+        assert!(index.contains(&format!("  {topic} ")), "{topic}:\n{index}");
+    }
+}
+
+#[test]
+fn help_of_a_command_is_its_own_help() {
+    assert_eq!(printed(&["help", "serve"]), printed(&["serve", "--help"]));
+}
+
+#[test]
+fn help_on_an_unknown_topic_exits_2_naming_the_topics() {
+    let out = servery(&["help", "nonsense"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stdout(&out).is_empty(), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("nonsense"), "{err}");
+    for topic in ["listeners", "tls", "http2", "logging", "serve"] {
+        assert!(err.contains(topic), "{topic}: {err}");
+    }
+}
+
+#[test]
+fn man_page_is_roff_with_every_flag_and_command() {
+    let page = printed(&["man"]);
+    assert!(
+        page.starts_with(".ie ") || page.starts_with(".TH "),
+        "{page}"
+    );
+    assert!(page.contains(".TH servery 1"), "{page}");
+    for section in [".SH COMMANDS", ".SH OPTIONS", ".SH LIFECYCLE", ".SH HTTP/2"] {
+        assert!(page.contains(section), "{section}");
+    }
+    let flags = flags_in(&printed(&["serve", "--help"]));
+    assert!(flags.len() > 40, "{flags:?}");
+    for flag in flags {
+        // roff writes every `-` as `\-`.
+        assert!(
+            page.contains(&flag.replace('-', "\\-")),
+            "{flag} not in the man page"
+        );
+    }
+    for command in [
+        "servery serve",
+        "servery check\\-config",
+        "servery completions",
+    ] {
+        assert!(page.contains(command), "{command}");
+    }
+    assert!(
+        page.contains("[default: 30]"),
+        "defaults are in the man page"
+    );
+}
+
+#[test]
+fn completions_name_the_flags() {
+    let bash = printed(&["completions", "bash"]);
+    assert!(bash.contains("--drain-timeout"), "{bash}");
+    assert!(bash.contains("check-config"), "{bash}");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        assert!(
+            printed(&["completions", shell]).contains("drain-timeout"),
+            "{shell}"
+        );
+    }
+    let out = servery(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

@@ -126,7 +126,7 @@ fn one_worker_is_a_child_process_leading_its_own_session(watch: &str) {
     let root = docroot(0);
     let sup = start(watch, root.path(), &[], None);
     assert!(
-        sup.ready_line().contains("1 workers"),
+        sup.ready_line().contains("— 1 worker, "),
         "{}",
         sup.ready_line()
     );

@@ -1,17 +1,39 @@
 //! The `servery` command line.
 //!
 //! Owns: argument parsing (clap), merging flags over the `--config` file,
-//! signal forwarding, the ready line on stdout, and mapping outcomes to exit
-//! codes: 0 clean, 1 runtime failure, 2 bad configuration (before anything
-//! binds), 130 when a second SIGINT abandons the drain. The only module (with
-//! `main.rs`) that uses `anyhow`, adding what an operator should do.
+//! signal forwarding, the ready line on stdout, what servery says about
+//! itself (`--help`, `help TOPIC`, `man`, `completions`), and mapping
+//! outcomes to exit codes: 0 clean, 1 runtime failure, 2 bad configuration
+//! or command line (before anything binds), 130 when a second SIGINT
+//! abandons the drain. The only module (with `main.rs`) that uses `anyhow`,
+//! adding what an operator should do.
+//!
+//! # Layout
+//! - `args`: [`ServeArgs`], the flags of `serve` and `check-config`, grouped
+//!   by topic in `--help`, each with its default;
+//! - `topic`: the concerns flags are grouped by, and the table from each
+//!   setting to its topic;
+//! - `defaults`: each flag's default, read back from the effective config of
+//!   an empty one;
+//! - `manual`: `help [TOPIC]`, the man page and the completion scripts.
+//!
+//! clap's own `help` subcommand is replaced by ours, which takes a topic
+//! (`servery help tls`) or, as clap's did, a command (`servery help serve`
+//! prints what `servery serve --help` does); the words it takes are checked
+//! by clap, so an unknown one exits 2 listing them.
+
+mod args;
+mod defaults;
+mod manual;
+mod topic;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub use args::ServeArgs;
 
 use crate::app::ServiceFactory;
 use crate::config::{Config, RawConfig};
@@ -19,7 +41,7 @@ use crate::supervisor::{Error as SupervisorError, Server, Signal};
 
 /// A thread-per-core io_uring HTTP/1.1 static file server.
 #[derive(Debug, Parser)]
-#[command(name = "servery", version, about)]
+#[command(name = "servery", version, about, disable_help_subcommand = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -27,31 +49,56 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve ROOT over HTTP/1.1.
+    /// Serve ROOT over HTTP/1.1 and HTTP/2.
     Serve(ServeArgs),
     /// Validate the configuration, print the effective config, exit 0 or 2.
     CheckConfig(ServeArgs),
+    /// Explain a topic (a group of flags: listeners, tls, ...) or a command.
+    Help {
+        /// A topic or a command; without one, the list of both.
+        #[arg(value_name = "TOPIC")]
+        topic: Option<String>,
+    },
+    /// Print the man page (roff) of servery(1).
+    Man,
+    /// Print a shell completion script.
+    Completions {
+        /// The shell the script is for.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
     /// Internal: one worker process, started by a supervisor with its
     /// control socket at fd 3 (`--isolation process`).
     #[command(hide = true)]
     Worker,
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
-    /// Directory to serve (default: the config file's `root`, else `.`).
-    pub root: Option<PathBuf>,
-    /// TOML config file; its keys are the flag names with `_` for `-`.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    #[command(flatten)]
-    pub raw: RawConfig,
+/// The whole command line as clap sees it: the derived [`Cli`], with the
+/// words `help` takes (every topic and every visible command) as its
+/// possible values, so that clap refuses an unknown one and completions
+/// offer them.
+pub fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let words = manual::words(&cmd);
+    cmd.mut_subcommand("help", |help| {
+        help.mut_arg("topic", |topic| {
+            topic.value_parser(clap::builder::PossibleValuesParser::new(
+                words
+                    .into_iter()
+                    .map(|(word, about)| clap::builder::PossibleValue::new(word).help(about)),
+            ))
+        })
+    })
 }
 
-/// An error whose exit code is 2: the configuration was refused.
+/// An error whose exit code is [`EXIT_REFUSED`]: the configuration was
+/// refused.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct ConfigRefused(#[from] pub crate::config::Error);
+
+/// Exit code for a refused configuration or command line (clap's own).
+pub const EXIT_REFUSED: u8 = 2;
 
 /// Exit code for a second SIGINT (128 + SIGINT).
 pub const EXIT_ABANDONED: u8 = 130;
@@ -74,10 +121,13 @@ impl ServeArgs {
 /// kqueue`) is a refused configuration like any other bad value (exit 2,
 /// `servery: --driver: ...`).
 pub fn parse() -> anyhow::Result<Cli> {
-    Cli::try_parse().or_else(|e| match unknown_choice(&e) {
-        Some(refused) => Err(ConfigRefused(refused).into()),
-        None => e.exit(),
-    })
+    command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .or_else(|e| match unknown_choice(&e) {
+            Some(refused) => Err(ConfigRefused(refused).into()),
+            None => e.exit(),
+        })
 }
 
 /// The config error for clap's "invalid value" of a word-valued setting.
@@ -115,11 +165,38 @@ where
             let config = args.clone().config()?;
             serve(config, args, make)
         }
+        Command::Help { topic } => {
+            let mut text = Vec::new();
+            manual::help(&mut command(), topic.as_deref(), &mut text)?;
+            print(&text, "the help")
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            manual::man(&command(), &mut text)?;
+            print(&text, "the man page")
+        }
+        Command::Completions { shell } => {
+            // Into memory first: clap_complete panics if its writer fails.
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut command(), "servery", &mut text);
+            print(&text, "the completion script")
+        }
         Command::Worker => match crate::worker::process::main(make) {
             Ok(crate::worker::State::Exited) => Ok(ExitCode::SUCCESS),
             Ok(_) => Ok(ExitCode::FAILURE),
             Err(e) => Err(anyhow::anyhow!(e)).context("worker process"),
         },
+    }
+}
+
+/// Write `text` (`what` names it) to stdout. A reader that went away early
+/// (`servery man | head`) is no failure: it has what it wanted.
+fn print(text: &[u8], what: &str) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context(format!("cannot write {what} to stdout")),
     }
 }
 
@@ -180,7 +257,7 @@ fn forward_signals(handle: crate::supervisor::Handle) -> std::io::Result<()> {
 pub fn report(e: &anyhow::Error) -> ExitCode {
     eprintln!("servery: {e:#}");
     if e.downcast_ref::<ConfigRefused>().is_some() {
-        ExitCode::from(2)
+        ExitCode::from(EXIT_REFUSED)
     } else {
         ExitCode::FAILURE
     }
@@ -188,12 +265,10 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
     fn refusal(args: &[&str]) -> Option<String> {
-        let e = Cli::try_parse_from(args).unwrap_err();
+        let e = command().try_get_matches_from(args).unwrap_err();
         unknown_choice(&e).map(|c| c.to_string())
     }
 

@@ -39,9 +39,7 @@ use super::limits::{
     DEFAULT_SEND_TIMEOUT_S, HEADERS, HEAD_BYTES,
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
-use super::setting::{
-    as_is, as_usize, optional, or, positive, seconds, settings, within, NotShown, DAY,
-};
+use super::setting::{as_is, as_usize, optional, or, positive, seconds, settings, within, DAY};
 use super::supervision::{
     ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
     DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_ISOLATION, DEFAULT_MAX_RESTARTS,
@@ -245,17 +243,15 @@ settings! {
         #[serde(default)]
         tls_self_signed: bool => bool = as_is,
             shown |c| tls::self_signed(&c.tls);
-        // The TLS timers are checked like every setting but left out of the
-        // effective config, which has never listed them.
         /// Seconds a client has to finish the TLS handshake.
         #[arg(long, value_name = "SECONDS")]
         tls_handshake_timeout: Option<f64> => Duration =
             or(DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, seconds(WEEK)),
-            shown |_| NotShown;
+            shown |c| c.tls_handshake_timeout();
         /// Seconds between session-ticket key rotations.
         #[arg(long, value_name = "SECONDS")]
         tls_ticket_rotate: Option<f64> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
-            shown |_| NotShown;
+            shown |c| c.tls_ticket_rotate();
         /// Protocols TLS listeners offer by ALPN, in order of preference: `h2`, `http/1.1`.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         alpn: Option<Vec<String>> => Vec<http2::Protocol> =
@@ -392,6 +388,11 @@ mod tests {
         assert_eq!(float("restart_window"), DEFAULT_RESTART_WINDOW_S);
         assert_eq!(float("beat_interval"), DEFAULT_BEAT_INTERVAL_S);
         assert_eq!(float("beat_timeout"), DEFAULT_BEAT_TIMEOUT_S);
+        assert_eq!(
+            float("tls_handshake_timeout"),
+            DEFAULT_TLS_HANDSHAKE_TIMEOUT_S
+        );
+        assert_eq!(float("tls_ticket_rotate"), DEFAULT_TLS_TICKET_ROTATE_S);
         for unset in [
             "admin",
             "cache_control",

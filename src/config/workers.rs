@@ -127,9 +127,9 @@ pub(super) fn plan(
     });
     if pool.len() < workers.get() {
         return Err(field::workers.invalid(format!(
-            "{workers} pinned workers need {workers} CPUs but only {} are available ({}); \
+            "{workers} pinned workers need {workers} CPUs but only {} ({}); \
              lower --workers, list more --cpus, or pass --no-pin",
-            pool.len(),
+            crate::plural::count(pool.len(), "is available", "are available"),
             cpus::join(pool.iter())
         )));
     }
@@ -184,7 +184,14 @@ mod tests {
             workers: Some(WorkerCount::Count(3)),
             ..raw()
         };
-        assert!(err(r).starts_with("--workers: 3 pinned workers need 3 CPUs"));
+        assert!(err(r)
+            .starts_with("--workers: 3 pinned workers need 3 CPUs but only 2 are available (0,1)"));
+        let two = RawConfig {
+            workers: Some(WorkerCount::Count(2)),
+            ..raw()
+        };
+        let e = two.validate_with(&set(&[0]), &[0]).unwrap_err().to_string();
+        assert!(e.contains("need 2 CPUs but only 1 is available (0)"), "{e}");
         let r = RawConfig {
             workers: Some(WorkerCount::Count(3)),
             no_pin: true,

@@ -165,7 +165,10 @@ pub enum Error {
     ConnectionsCut { connections: usize },
     #[error("still running at the force timeout: {survivors}")]
     Survivors { survivors: String },
-    #[error("crash loop: worker {worker} died {deaths} times in {window_s} s, last: {last}")]
+    #[error(
+        "crash loop: worker {worker} died {} in {window_s} s, last: {last}",
+        crate::plural::count(*.deaths, "time", "times")
+    )]
     CrashLoop {
         worker: usize,
         deaths: usize,
@@ -226,9 +229,9 @@ impl std::fmt::Display for Ready {
             .collect();
         write!(
             f,
-            "servery: ready on {} — {} workers, {}, {}, ",
+            "servery: ready on {} — {}, {}, {}, ",
             urls.join(" "),
-            self.workers,
+            crate::plural::count(self.workers, "worker", "workers"),
             self.driver.name(),
             self.source.name()
         )?;

@@ -52,6 +52,22 @@ fn a_crash_is_replaced_after_its_backoff_and_a_crash_loop_stops_the_server() {
 }
 
 #[test]
+fn a_crash_loop_counts_its_deaths_in_words() {
+    let crash_loop = |deaths| Error::CrashLoop {
+        worker: 0,
+        deaths,
+        window_s: 60,
+        last: Death::Signal(9),
+    };
+    // --max-restarts 0: the first death is the loop.
+    assert_eq!(
+        crash_loop(1).to_string(),
+        "crash loop: worker 0 died 1 time in 60 s, last: signal 9"
+    );
+    assert!(crash_loop(6).to_string().contains("died 6 times in 60 s"));
+}
+
+#[test]
 fn a_worker_process_that_misses_two_beats_is_killed_and_replaced() {
     let mut rig = Rig::new(Kind::Process, rules(1));
     rig.ready(Duration::ZERO, 1, 1);

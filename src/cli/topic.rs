@@ -1,0 +1,371 @@
+//! The concerns the flags are grouped by, and which flag belongs to which.
+//!
+//! Owns [`Topic`] (its name for `servery help NAME`, its heading in
+//! `--help` and the man page, a paragraph on what it is about and the doc
+//! that covers it) and [`FLAGS`], the one table from a setting's key to its
+//! topic. Does not own the flags themselves (declared once in
+//! `config/raw.rs`) nor how they are printed (`args`, `manual`).
+//!
+//! The table is keyed by the setting's key rather than written into each
+//! declaration so that the settings stay one declaration each and a branch
+//! adding a setting touches `raw.rs` and one line here. A flag missing from
+//! the table still works and is listed under "Options"; the tests below fail
+//! until it has a topic.
+
+/// A concern a group of flags serves, in the order `--help` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topic {
+    /// Where servery listens and how workers share the sockets.
+    Listeners,
+    /// How many workers, on which CPUs, with which I/O driver.
+    Workers,
+    /// Startup, drain, shutdown, isolation and crash restarts.
+    Lifecycle,
+    /// What one client or connection may hold or take.
+    Limits,
+    /// The static file handler.
+    Files,
+    /// TLS listeners and their identity.
+    Tls,
+    /// HTTP/2 negotiation and its per-connection limits.
+    Http2,
+    /// The admin listener.
+    Admin,
+    /// What servery writes about itself.
+    Logging,
+}
+
+impl Topic {
+    /// Every topic, in the order of `--help`, `servery help` and the man page.
+    pub(crate) const ALL: [Topic; 9] = [
+        Topic::Listeners,
+        Topic::Workers,
+        Topic::Lifecycle,
+        Topic::Limits,
+        Topic::Files,
+        Topic::Tls,
+        Topic::Http2,
+        Topic::Admin,
+        Topic::Logging,
+    ];
+
+    /// The word `servery help` takes.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Topic::Listeners => "listeners",
+            Topic::Workers => "workers",
+            Topic::Lifecycle => "lifecycle",
+            Topic::Limits => "limits",
+            Topic::Files => "files",
+            Topic::Tls => "tls",
+            Topic::Http2 => "http2",
+            Topic::Admin => "admin",
+            Topic::Logging => "logging",
+        }
+    }
+
+    /// The topic `servery help` was given, if `name` is one.
+    pub(crate) fn named(name: &str) -> Option<Topic> {
+        Topic::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The clap help heading of its flags.
+    pub(crate) fn heading(self) -> &'static str {
+        match self {
+            Topic::Listeners => "Listeners",
+            Topic::Workers => "Workers",
+            Topic::Lifecycle => "Lifecycle",
+            Topic::Limits => "Limits",
+            Topic::Files => "Files",
+            Topic::Tls => "TLS",
+            Topic::Http2 => "HTTP/2",
+            Topic::Admin => "Admin",
+            Topic::Logging => "Logging",
+        }
+    }
+
+    /// One line for the list of topics.
+    pub(crate) fn summary(self) -> &'static str {
+        match self {
+            Topic::Listeners => "where servery listens and how workers share the sockets",
+            Topic::Workers => "how many workers, on which CPUs, with which I/O driver",
+            Topic::Lifecycle => "startup, drain and shutdown deadlines; isolation and restarts",
+            Topic::Limits => "what one client or connection may hold or take, and for how long",
+            Topic::Files => "the static file handler: symlinks, dotfiles, indexes, caches",
+            Topic::Tls => "TLS listeners, their certificate and session tickets",
+            Topic::Http2 => "HTTP/2 by ALPN and h2c, and its per-connection limits",
+            Topic::Admin => "the admin listener: /healthz, /readyz, /metrics",
+            Topic::Logging => "what servery writes about itself, and where",
+        }
+    }
+
+    /// What the concern is about, for `servery help NAME` and the man page:
+    /// one paragraph, unwrapped.
+    pub(crate) fn about(self) -> &'static str {
+        match self {
+            Topic::Listeners => {
+                "Every worker accepts on every plain address given with --bind \
+                 (loopback port 8080 unless one is given, or unless only TLS \
+                 listeners are asked for). With --listener reuseport each \
+                 worker has its own SO_REUSEPORT socket and the kernel spreads \
+                 connections; with shared the supervisor binds one socket and \
+                 each worker accepts on a copy of it. Under systemd socket \
+                 activation (LISTEN_FDS) the inherited sockets are used \
+                 instead and shared by all workers. TLS listeners are their \
+                 own topic (tls)."
+            }
+            Topic::Workers => {
+                "Each worker is a monoio runtime on a thread or process of its \
+                 own, pinned to one CPU: --workers N starts N of them, \
+                 --workers auto one per physical core of the process's CPU \
+                 set (SMT siblings are skipped); --cpus chooses the CPUs and \
+                 --no-pin leaves scheduling to the kernel. --driver auto uses \
+                 io_uring where the kernel allows it and epoll otherwise; the \
+                 ready line says which one runs."
+            }
+            Topic::Lifecycle => {
+                "Startup is a barrier: the ready line is printed only once \
+                 every worker is ready within --startup-timeout. SIGTERM or \
+                 SIGINT drains: no new connections, in-flight responses \
+                 finish within --drain-timeout, and workers still alive at \
+                 --force-timeout are killed (processes) or abandoned \
+                 (threads). With --isolation process each \
+                 worker is a process of its own, watched by pidfd or \
+                 SIGCHLD (--child-watch); a crashed worker is replaced on its \
+                 slot, a wedged one is killed after two missed beats, and \
+                 more than --max-restarts deaths of a slot within \
+                 --restart-window stop the server."
+            }
+            Topic::Limits => {
+                "Every wait and every buffer a client can cause is bounded: \
+                 connections per worker and across workers, the time to send \
+                 a request head, a body or to read a response, the idle time \
+                 of a kept-alive connection, the size of a request head and \
+                 body. After an error, or a close while the client is still \
+                 sending, servery half-closes and discards input for a \
+                 bounded time and amount (the lingering flags), so the client \
+                 reads the answer instead of a reset."
+            }
+            Topic::Files => {
+                "The file handler serves ROOT with ETags, conditional \
+                 requests, ranges and precompressed .br/.zst/.gz siblings, \
+                 and keeps requests inside ROOT (openat2 RESOLVE_BENEATH where \
+                 the kernel has it; with --symlinks follow a link placed in \
+                 ROOT may lead out). These flags choose which symlinks and \
+                 dotfiles are served, the index files, directory listings, \
+                 the Cache-Control value, and the per-worker caches of open \
+                 files and small file bodies. Per-path header rules exist in \
+                 the config file only ([[headers]])."
+            }
+            Topic::Tls => {
+                "TLS listeners (--tls-bind) run beside the plain ones, on \
+                 rustls. The identity is a PEM certificate chain and key \
+                 (--tls-cert, --tls-key), re-read on reload, or a \
+                 self-signed certificate made at start (--tls-self-signed). \
+                 Every worker shares one identity and one set of \
+                 session-ticket keys, rotated every --tls-ticket-rotate, so \
+                 a session resumes on any worker. The ready line ends with \
+                 the certificate's SHA-256 fingerprint."
+            }
+            Topic::Http2 => {
+                "HTTP/2 is offered on TLS listeners by ALPN (--alpn, in \
+                 order of preference) and on plain listeners by prior \
+                 knowledge (--h2c), on the same workers and ports as \
+                 HTTP/1.1. The h2 flags bound what one connection may ask \
+                 for: open streams, the size of a decoded header list, the \
+                 HPACK table, and how many streams a client may reset before \
+                 it is sent GOAWAY. Body, send and keep-alive timeouts are \
+                 the limits topic's, shared with HTTP/1.1."
+            }
+            Topic::Admin => {
+                "--admin ADDR serves /healthz (200 while the process runs), \
+                 /readyz (503 while starting or draining) and /metrics \
+                 (Prometheus text, one line per worker and a sum) from a \
+                 thread of its own, one request per connection. Keep it off \
+                 public interfaces: it has no authentication."
+            }
+            Topic::Logging => {
+                "servery logs to stderr, which worker processes inherit, at \
+                 the warn level; RUST_LOG overrides the filter (RUST_LOG=info \
+                 adds each worker's readiness and each reload's outcome). \
+                 The ready line goes to stdout once every worker is ready."
+            }
+        }
+    }
+
+    /// The document that covers the concern in full.
+    pub(crate) fn docs(self) -> &'static str {
+        match self {
+            Topic::Listeners => "docs/operations.md (systemd) and docs/architecture.md",
+            Topic::Workers => "docs/architecture.md",
+            Topic::Lifecycle => "docs/operations.md (Signals, Deadlines, Crash restart)",
+            Topic::Limits => "docs/operations.md (Connection limits, Memory per connection)",
+            Topic::Files => "docs/static-files.md",
+            Topic::Tls => "docs/tls.md",
+            Topic::Http2 => "docs/http2.md",
+            Topic::Admin => "docs/operations.md (Admin endpoint and metrics)",
+            Topic::Logging => "docs/operations.md (Admin endpoint and metrics)",
+        }
+    }
+
+    /// The keys of its flags, in the order they are listed.
+    pub(crate) fn keys(self) -> impl Iterator<Item = &'static str> {
+        FLAGS
+            .iter()
+            .filter(move |(_, t)| *t == self)
+            .map(|(key, _)| *key)
+    }
+}
+
+/// Every flag's topic, by its setting's key (as in the config file); within
+/// a topic, flags are listed in this order. A new flag is one line here.
+pub(crate) const FLAGS: &[(&str, Topic)] = &[
+    ("bind", Topic::Listeners),
+    ("listener", Topic::Listeners),
+    ("workers", Topic::Workers),
+    ("cpus", Topic::Workers),
+    ("no_pin", Topic::Workers),
+    ("driver", Topic::Workers),
+    ("startup_timeout", Topic::Lifecycle),
+    ("drain_timeout", Topic::Lifecycle),
+    ("force_timeout", Topic::Lifecycle),
+    ("isolation", Topic::Lifecycle),
+    ("child_watch", Topic::Lifecycle),
+    ("max_restarts", Topic::Lifecycle),
+    ("restart_window", Topic::Lifecycle),
+    ("beat_interval", Topic::Lifecycle),
+    ("beat_timeout", Topic::Lifecycle),
+    ("max_connections", Topic::Limits),
+    ("max_connections_total", Topic::Limits),
+    ("header_timeout", Topic::Limits),
+    ("body_timeout", Topic::Limits),
+    ("keepalive_timeout", Topic::Limits),
+    ("send_timeout", Topic::Limits),
+    ("max_head_bytes", Topic::Limits),
+    ("max_headers", Topic::Limits),
+    ("max_body_bytes", Topic::Limits),
+    ("lingering_time", Topic::Limits),
+    ("lingering_timeout", Topic::Limits),
+    ("lingering_bytes", Topic::Limits),
+    ("symlinks", Topic::Files),
+    ("dotfiles", Topic::Files),
+    ("index", Topic::Files),
+    ("autoindex", Topic::Files),
+    ("cache_control", Topic::Files),
+    ("file_cache_ttl", Topic::Files),
+    ("file_cache_entries", Topic::Files),
+    ("small_file_max", Topic::Files),
+    ("memory_cache_bytes", Topic::Files),
+    ("tls_bind", Topic::Tls),
+    ("tls_cert", Topic::Tls),
+    ("tls_key", Topic::Tls),
+    ("tls_self_signed", Topic::Tls),
+    ("tls_handshake_timeout", Topic::Tls),
+    ("tls_ticket_rotate", Topic::Tls),
+    ("alpn", Topic::Http2),
+    ("h2c", Topic::Http2),
+    ("h2_max_concurrent_streams", Topic::Http2),
+    ("h2_max_header_list_bytes", Topic::Http2),
+    ("h2_header_table_bytes", Topic::Http2),
+    ("h2_max_resets", Topic::Http2),
+    ("admin", Topic::Admin),
+];
+
+/// The topic of the flag of setting `key`, if the table has it.
+pub(crate) fn of(key: &str) -> Option<Topic> {
+    FLAGS.iter().find(|(k, _)| *k == key).map(|(_, t)| *t)
+}
+
+/// `text` broken into lines of at most `width` columns (a word longer than
+/// that stays whole): the paragraphs are stored unwrapped so the man page
+/// can fill them itself.
+pub(crate) fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if line > 0 && line + 1 + len > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, Command};
+
+    use super::*;
+    use crate::config::RawConfig;
+
+    /// The ids (setting keys) of every flag `RawConfig` declares.
+    fn flag_keys() -> Vec<String> {
+        RawConfig::augment_args(Command::new("t"))
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_flag_has_exactly_one_topic() {
+        for key in flag_keys() {
+            let n = FLAGS.iter().filter(|(k, _)| *k == key).count();
+            assert_eq!(
+                n,
+                1,
+                "--{} is in the topic table {n} times; give it one line in cli/topic.rs FLAGS",
+                key.replace('_', "-")
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_names_only_real_flags() {
+        let keys = flag_keys();
+        for (key, _) in FLAGS {
+            assert!(keys.iter().any(|k| k == key), "{key} is no flag");
+        }
+    }
+
+    #[test]
+    fn every_topic_has_a_flag() {
+        for topic in Topic::ALL {
+            // Logging has no flag of its own until the access log lands
+            // (issue 13 item 1); then this exception goes.
+            if topic == Topic::Logging {
+                continue;
+            }
+            assert!(topic.keys().next().is_some(), "{topic:?} has no flag");
+        }
+    }
+
+    #[test]
+    fn topics_are_named_by_distinct_lowercase_words() {
+        for topic in Topic::ALL {
+            let name = topic.name();
+            assert!(name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+            assert_eq!(Topic::named(name), Some(topic));
+            assert!(topic.docs().starts_with("docs/"), "{topic:?}");
+        }
+        assert_eq!(Topic::named("nonsense"), None);
+    }
+
+    #[test]
+    fn wrap_breaks_between_words_within_the_width() {
+        let text = "one two three four five six seven";
+        assert_eq!(wrap(text, 9), "one two\nthree\nfour five\nsix seven");
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            "averyveryverylongword\nx"
+        );
+        assert_eq!(wrap("  spaced   out  ", 80), "spaced out");
+    }
+}
