@@ -430,7 +430,7 @@ fn flags_in(help: &str) -> Vec<String> {
         .collect()
 }
 
-const HEADINGS: [&str; 8] = [
+const HEADINGS: [&str; 9] = [
     "Listeners:",
     "Workers:",
     "Lifecycle:",
@@ -439,6 +439,7 @@ const HEADINGS: [&str; 8] = [
     "TLS:",
     "HTTP/2:",
     "Admin:",
+    "Logging:",
 ];
 
 #[test]

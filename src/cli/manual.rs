@@ -113,19 +113,15 @@ fn flags(topic: Topic) -> Command {
 /// defaults, and where it is documented.
 fn page(topic: Topic) -> String {
     let mut flags = flags(topic);
-    let listed = flags.get_arguments().next().is_some();
     let mut out = format!(
         "{}: {}\n\n{}\n\n",
         topic.heading(),
         topic.summary(),
         wrap(topic.about(), WIDTH)
     );
-    if listed {
-        out.push_str(&flags.render_help().to_string());
-        out.push('\n');
-    } else {
-        out.push_str("It has no flags of its own yet.\n\n");
-    }
+    // Every topic has flags (`topic::tests::every_topic_has_a_flag`).
+    out.push_str(&flags.render_help().to_string());
+    out.push('\n');
     out.push_str(&format!("More: {}.\n", topic.docs()));
     out
 }
@@ -291,10 +287,12 @@ mod tests {
     }
 
     #[test]
-    fn a_topic_without_flags_says_so() {
+    fn the_logging_topic_lists_the_access_log() {
         let text = help_text(Some("logging"));
         assert!(text.contains("RUST_LOG"), "{text}");
-        assert!(text.contains("no flags of its own"), "{text}");
+        assert!(text.contains("--access-log <PATH|stderr|off>"), "{text}");
+        assert!(text.contains("[default: off]"), "{text}");
+        assert!(text.contains("[default: 65536]"), "{text}");
     }
 
     #[test]
