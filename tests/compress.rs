@@ -57,7 +57,11 @@ fn site() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("app.js"), js(JS_LEN, 1)).unwrap();
     fs::write(dir.path().join("big.js"), js(BIG_LEN, 2)).unwrap();
-    fs::write(dir.path().join("tiny.txt"), b"below the minimum ".repeat(30)).unwrap();
+    fs::write(
+        dir.path().join("tiny.txt"),
+        b"below the minimum ".repeat(30),
+    )
+    .unwrap();
     fs::write(dir.path().join("pic.png"), js(8192, 3)).unwrap();
     fs::write(dir.path().join("data.json"), js(4096, 4)).unwrap();
     dir
@@ -170,6 +174,9 @@ fn negotiation_follows_q_values(driver: &str) {
     assert_eq!(resp.body, file);
 }
 
+/// A request's header fields.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
 fn vary_on_every_response_of_a_compressible_file(driver: &str) {
     let site = site();
     let server = serve(driver, site.path(), &[]);
@@ -181,7 +188,7 @@ fn vary_on_every_response_of_a_compressible_file(driver: &str) {
         .header("etag")
         .unwrap()
         .to_owned();
-    let cases: Vec<(&str, Vec<(&str, &str)>, u16)> = vec![
+    let cases: Vec<(&str, Fields, u16)> = vec![
         ("GET", vec![], 200),
         ("GET", vec![("Accept-Encoding", "gzip")], 200),
         ("GET", vec![("Accept-Encoding", "*;q=0")], 200),
