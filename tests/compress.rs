@@ -244,7 +244,7 @@ fn each_variant_has_its_own_etag_and_304s_against_it(driver: &str) {
     // The variant's tag is the identity's with its coding and level.
     let base = identity.trim_end_matches('"');
     assert_eq!(gzip, format!("{base}+gzip.6\""));
-    assert_eq!(br, format!("{base}+br.5\""));
+    assert_eq!(br, format!("{base}+br.6\""));
     assert_eq!(zstd, format!("{base}+zstd.3\""));
 
     let with = |ae: &str, inm: &str| {

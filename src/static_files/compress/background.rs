@@ -85,7 +85,8 @@ pub(crate) struct Background {
 }
 
 impl Background {
-    /// Start the thread (named `servery-compress`) filling `store`, admitting
+    /// Start the thread (named `servery-compr`: a thread's name has 15 bytes
+    /// in /proc) filling `store`, admitting
     /// up to `bound` input bytes, running on `cpus` when given.
     pub(crate) fn start(
         store: Arc<Store>,
@@ -96,7 +97,7 @@ impl Background {
         let admitted = Arc::new(AtomicUsize::new(0));
         let (thread_store, thread_admitted) = (store.clone(), admitted.clone());
         std::thread::Builder::new()
-            .name("servery-compress".into())
+            .name("servery-compr".into())
             .spawn(move || {
                 if let Some(cpus) = cpus {
                     if let Err(e) = crate::sys::affinity::run_current_thread_on(&cpus) {
