@@ -628,6 +628,22 @@ mod tests {
     }
 
     #[test]
+    fn the_javascript_compresses_like_javascript() {
+        use std::io::Write;
+        let js = javascript(JS_FILE.1);
+        let gzip = |level| {
+            let mut gz =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+            gz.write_all(&js).expect("gzip");
+            gz.finish().expect("gzip").len()
+        };
+        let (fast, default) = (gzip(1), gzip(6));
+        eprintln!("64k.js: gzip -1 {fast} bytes, gzip -6 {default} bytes");
+        assert!((js.len() / 6..js.len() / 3).contains(&default), "{default}");
+        assert!(fast > default, "{fast} {default}");
+    }
+
+    #[test]
     fn file_contents_are_fixed_and_incompressible_looking() {
         let a = contents("1k.bin", 1024);
         assert_eq!(a, contents("1k.bin", 1024));
