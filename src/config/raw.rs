@@ -401,6 +401,39 @@ mod tests {
             int("memory_cache_bytes"),
             files::DEFAULT_MEMORY_CACHE_BYTES as u64
         );
+        assert_eq!(word("compress"), compression::DEFAULT_COMPRESS.name());
+        assert_eq!(
+            shown["compress_types"].as_array().map(|a| a.len()),
+            Some(compression::DEFAULT_COMPRESS_TYPES.len())
+        );
+        assert_eq!(
+            int("compress_min_bytes"),
+            compression::DEFAULT_COMPRESS_MIN_BYTES
+        );
+        assert_eq!(
+            int("compress_max_bytes"),
+            compression::DEFAULT_COMPRESS_MAX_BYTES
+        );
+        assert_eq!(
+            int("compress_inline_max_bytes"),
+            compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES
+        );
+        assert_eq!(
+            int("compress_cache_bytes"),
+            compression::DEFAULT_COMPRESS_CACHE_BYTES
+        );
+        assert_eq!(
+            int("compress_level_br"),
+            compression::DEFAULT_COMPRESS_LEVEL_BR
+        );
+        assert_eq!(
+            int("compress_level_zstd"),
+            compression::DEFAULT_COMPRESS_LEVEL_ZSTD
+        );
+        assert_eq!(
+            int("compress_level_gzip"),
+            compression::DEFAULT_COMPRESS_LEVEL_GZIP
+        );
         assert_eq!(word("isolation"), DEFAULT_ISOLATION.name());
         assert_eq!(word("child_watch"), DEFAULT_CHILD_WATCH.name());
         assert_eq!(int("max_restarts"), DEFAULT_MAX_RESTARTS);

@@ -23,7 +23,7 @@
 //!    compressed on the fly (`compress`: cached per process, made by the
 //!    worker for a small file, in the background for a large one) or
 //!    identity. Every response for a file with variants of either kind has
-//!    `Vary: Accept-Encoding`. What is chosen is a [`Chosen`]: the steps
+//!    `Vary: Accept-Encoding`. What is chosen is a `Chosen`: the steps
 //!    below see only it.
 //! 4. conditional: `conditional::evaluate` in RFC 9110 §13.2.2 order →
 //!    304 / 412 / proceed (and whether `If-Range` lets a range through).
