@@ -632,8 +632,7 @@ mod tests {
         use std::io::Write;
         let js = javascript(JS_FILE.1);
         let gzip = |level| {
-            let mut gz =
-                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
             gz.write_all(&js).expect("gzip");
             gz.finish().expect("gzip").len()
         };
