@@ -300,11 +300,12 @@ impl Files {
     /// Step 3: a sibling when the file has any, else an on-the-fly variant
     /// when it is eligible and one is acceptable, else the file itself.
     fn choose<'e>(&self, entry: &'e Entry, head: &Head<'_>) -> Chosen<'e> {
-        let accept = head.header("accept-encoding");
         if !entry.available.is_empty() {
+            let accept = head.header("accept-encoding");
             return Chosen::of(entry.rep(encoding::choose(accept, entry.available)));
         }
         if let Some(otf) = &entry.otf {
+            let accept = head.header("accept-encoding");
             if let Some(coding) = encoding::choose(accept, Available::ALL) {
                 if let Some(variant) = self.on_the_fly(entry, otf, coding, head) {
                     return variant;

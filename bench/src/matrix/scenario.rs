@@ -15,6 +15,10 @@
 //! Each server's bytes differ (levels, framing), so the answer is checked by decoding it
 //! ([`Encoded`], `matrix::encoded`), not by a digest of what was sent. h2o takes no part.
 //!
+//! This file is past 600 lines because each scenario's request, answer and servers are kept
+//! together with the tests that pin them (half the file); splitting the tests away would
+//! separate a scenario from its checks.
+//!
 //! The `h2-*` scenarios are HTTP/2 twins of `static-1k`, `static-64k`, `static-8m` and
 //! `app-1k` ([`Scenario::twin`]): the same request, answer, servers and baseline, but loaded by
 //! h2load over TLS (ALPN h2) or h2c with the run's h2 settings (`h2load::Settings`) instead of
