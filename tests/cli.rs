@@ -430,12 +430,13 @@ fn flags_in(help: &str) -> Vec<String> {
         .collect()
 }
 
-const HEADINGS: [&str; 9] = [
+const HEADINGS: [&str; 10] = [
     "Listeners:",
     "Workers:",
     "Lifecycle:",
     "Limits:",
     "Files:",
+    "Compression:",
     "TLS:",
     "HTTP/2:",
     "Admin:",

@@ -125,6 +125,16 @@ $listen
         server_name localhost;
         root "$root";
         index index.html;
+
+        # On-the-fly gzip for the gzip-64k-js scenario (issue 13), as an
+        # operator turns it on: gzip_comp_level and gzip_min_length at their
+        # defaults (1, 20), JavaScript added to gzip_types, no gzip_static,
+        # and Vary as servery sends it. Other files are never compressed.
+        location ~ \.js\$ {
+            gzip on;
+            gzip_types application/javascript;
+            gzip_vary on;
+        }
     }
 }
 CONF

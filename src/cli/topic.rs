@@ -25,6 +25,8 @@ pub(crate) enum Topic {
     Limits,
     /// The static file handler.
     Files,
+    /// On-the-fly compression of the static files.
+    Compression,
     /// TLS listeners and their identity.
     Tls,
     /// HTTP/2 negotiation and its per-connection limits.
@@ -37,12 +39,13 @@ pub(crate) enum Topic {
 
 impl Topic {
     /// Every topic, in the order of `--help`, `servery help` and the man page.
-    pub(crate) const ALL: [Topic; 9] = [
+    pub(crate) const ALL: [Topic; 10] = [
         Topic::Listeners,
         Topic::Workers,
         Topic::Lifecycle,
         Topic::Limits,
         Topic::Files,
+        Topic::Compression,
         Topic::Tls,
         Topic::Http2,
         Topic::Admin,
@@ -57,6 +60,7 @@ impl Topic {
             Topic::Lifecycle => "lifecycle",
             Topic::Limits => "limits",
             Topic::Files => "files",
+            Topic::Compression => "compression",
             Topic::Tls => "tls",
             Topic::Http2 => "http2",
             Topic::Admin => "admin",
@@ -77,6 +81,7 @@ impl Topic {
             Topic::Lifecycle => "Lifecycle",
             Topic::Limits => "Limits",
             Topic::Files => "Files",
+            Topic::Compression => "Compression",
             Topic::Tls => "TLS",
             Topic::Http2 => "HTTP/2",
             Topic::Admin => "Admin",
@@ -92,6 +97,9 @@ impl Topic {
             Topic::Lifecycle => "startup, drain and shutdown deadlines; isolation and restarts",
             Topic::Limits => "what one client or connection may hold or take, and for how long",
             Topic::Files => "the static file handler: symlinks, dotfiles, indexes, caches",
+            Topic::Compression => {
+                "br, zstd and gzip made on the fly, and the cache that keeps them"
+            }
             Topic::Tls => "TLS listeners, their certificate and session tickets",
             Topic::Http2 => "HTTP/2 by ALPN and h2c, and its per-connection limits",
             Topic::Admin => "the admin listener: /healthz, /readyz, /metrics",
@@ -157,6 +165,17 @@ impl Topic {
                  files and small file bodies. Per-path header rules exist in \
                  the config file only ([[headers]])."
             }
+            Topic::Compression => {
+                "Text, JSON, JavaScript, SVG, XML and wasm files (--compress-types) \
+                 that have no precompressed sibling are compressed with br, zstd \
+                 or gzip as Accept-Encoding asks, once: each variant is kept in a \
+                 cache of --compress-cache-bytes (one per process, keyed by the \
+                 file's identity, so a changed file is never served stale) and \
+                 has its own ETag. Files up to --compress-inline-max-bytes are \
+                 compressed for the request that first asks; larger ones by a \
+                 background thread, identity being sent meanwhile. Every such \
+                 response says Vary: Accept-Encoding."
+            }
             Topic::Tls => {
                 "TLS listeners (--tls-bind) run beside the plain ones, on \
                  rustls. The identity is a PEM certificate chain and key \
@@ -206,6 +225,9 @@ impl Topic {
             Topic::Lifecycle => "docs/operations.md (Signals, Deadlines, Crash restart)",
             Topic::Limits => "docs/operations.md (Connection limits, Memory per connection)",
             Topic::Files => "docs/static-files.md",
+            Topic::Compression => {
+                "docs/operations.md (Compression) and docs/decisions/0008-on-the-fly-compression.md"
+            }
             Topic::Tls => "docs/tls.md",
             Topic::Http2 => "docs/http2.md",
             Topic::Admin => "docs/operations.md (Admin endpoint and metrics)",
@@ -274,6 +296,15 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("h2_header_table_bytes", Topic::Http2),
     ("h2_max_resets", Topic::Http2),
     ("admin", Topic::Admin),
+    ("compress", Topic::Compression),
+    ("compress_types", Topic::Compression),
+    ("compress_min_bytes", Topic::Compression),
+    ("compress_max_bytes", Topic::Compression),
+    ("compress_inline_max_bytes", Topic::Compression),
+    ("compress_cache_bytes", Topic::Compression),
+    ("compress_level_br", Topic::Compression),
+    ("compress_level_zstd", Topic::Compression),
+    ("compress_level_gzip", Topic::Compression),
     ("access_log", Topic::Logging),
     ("access_log_format", Topic::Logging),
     ("access_log_buffer", Topic::Logging),

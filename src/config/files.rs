@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::choice::choice;
+use super::compression::CompressConfig;
 use super::raw::Checked;
 use super::setting::{Echo, Field};
 use super::{invalid, Error};
@@ -122,11 +123,13 @@ pub struct FilesConfig {
     pub file_cache_entries: NonZeroUsize,
     pub small_file_max: u64,
     pub memory_cache_bytes: usize,
+    /// On-the-fly compression; `None` with `--compress off`.
+    pub compression: Option<CompressConfig>,
 }
 
 impl FilesConfig {
-    pub(super) fn new(c: &Checked) -> FilesConfig {
-        FilesConfig {
+    pub(super) fn new(c: &Checked) -> Result<FilesConfig, Error> {
+        Ok(FilesConfig {
             symlinks: c.symlinks,
             dotfiles: c.dotfiles == Dotfiles::Allow,
             index: c.index.clone(),
@@ -137,7 +140,8 @@ impl FilesConfig {
             file_cache_entries: c.file_cache_entries,
             small_file_max: c.small_file_max,
             memory_cache_bytes: c.memory_cache_bytes,
-        }
+            compression: CompressConfig::new(c)?,
+        })
     }
 }
 

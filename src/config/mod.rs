@@ -12,7 +12,7 @@
 //!   and serde enums;
 //! - one module per concern for the rules that tie settings together and
 //!   the types they yield: `listen`, `workers` (with `cpus`), `limits`,
-//!   `supervision`, `files`, `tls`.
+//!   `supervision`, `files` (with `compression`), `tls`.
 //!
 //! # Flow
 //! 1. `RawConfig::load(path)` reads the file (`deny_unknown_fields`; a word
@@ -29,6 +29,7 @@
 
 pub mod access_log;
 mod choice;
+pub mod compression;
 pub mod cpus;
 mod files;
 pub mod http2;
@@ -47,6 +48,7 @@ use std::time::Duration;
 
 use crate::http::Limits;
 pub use access_log::AccessLogConfig;
+pub use compression::{Compress, CompressConfig, MimePatterns};
 pub use cpus::CpuSet;
 pub use files::{
     Dotfiles, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks, DEFAULT_DOTFILES,
@@ -187,7 +189,7 @@ impl RawConfig {
             beat_interval: c.beat_interval,
             beat_timeout: c.beat_timeout,
             max_connections_total: c.max_connections_total,
-            files: FilesConfig::new(&c),
+            files: FilesConfig::new(&c)?,
             binds,
             workers,
             cpus,

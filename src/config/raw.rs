@@ -30,6 +30,7 @@ use super::access_log::{
     DEFAULT_ACCESS_LOG_BACKLOG_BYTES, DEFAULT_ACCESS_LOG_BUFFER_BYTES, DEFAULT_ACCESS_LOG_FLUSH_S,
     DEFAULT_ACCESS_LOG_FORMAT, FLUSH_MAX_S,
 };
+use super::compression::{self, Compress, MimePatterns};
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::http2;
 use super::limits::{
@@ -197,6 +198,50 @@ settings! {
         headers: Option<Vec<HeaderRuleRaw>> => Vec<HeaderRule> =
             or(Vec::new(), files::header_rules),
             shown |c| c.files.rules;
+        /// Compress text, scripts and data on the fly for clients that accept it: `on` or `off`.
+        #[arg(long, value_name = "on|off", hide_possible_values = true)]
+        compress: Option<Compress> => Compress = or(compression::DEFAULT_COMPRESS, as_is),
+            shown |c| compression::shown(&c.files.compression);
+        /// MIME types compressed on the fly: `type/subtype`, `type/*`, `type/*+suffix`.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        compress_types: Option<Vec<String>> => MimePatterns =
+            or(compression::default_types(), compression::types),
+            shown |c| c.files.compression.as_ref().map(|z| &z.types);
+        /// Smallest file compressed on the fly, in bytes.
+        #[arg(long, value_name = "BYTES")]
+        compress_min_bytes: Option<u64> => u64 =
+            or(compression::DEFAULT_COMPRESS_MIN_BYTES, compression::size),
+            shown |c| c.files.compression.as_ref().map(|z| z.min_bytes);
+        /// Largest file compressed on the fly, in bytes.
+        #[arg(long, value_name = "BYTES")]
+        compress_max_bytes: Option<u64> => u64 =
+            or(compression::DEFAULT_COMPRESS_MAX_BYTES, compression::size),
+            shown |c| c.files.compression.as_ref().map(|z| z.max_bytes);
+        /// Largest file a worker compresses itself for the first request; larger ones in the background.
+        #[arg(long, value_name = "BYTES")]
+        compress_inline_max_bytes: Option<u64> => u64 =
+            or(compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES, compression::size),
+            shown |c| c.files.compression.as_ref().map(|z| z.inline_max_bytes);
+        /// Memory for compressed variants, for the whole server (split among worker processes).
+        #[arg(long, value_name = "BYTES")]
+        compress_cache_bytes: Option<u64> => u64 =
+            or(compression::DEFAULT_COMPRESS_CACHE_BYTES, compression::cache_bytes),
+            shown |c| c.files.compression.as_ref().map(|z| z.cache_bytes);
+        /// Brotli quality of on-the-fly variants (0-11).
+        #[arg(long, value_name = "N")]
+        compress_level_br: Option<u64> => u32 =
+            or(compression::DEFAULT_COMPRESS_LEVEL_BR, compression::level_br),
+            shown |c| c.files.compression.as_ref().map(|z| z.level_br);
+        /// zstd level of on-the-fly variants (1-19).
+        #[arg(long, value_name = "N")]
+        compress_level_zstd: Option<u64> => u32 =
+            or(compression::DEFAULT_COMPRESS_LEVEL_ZSTD, compression::level_zstd),
+            shown |c| c.files.compression.as_ref().map(|z| z.level_zstd);
+        /// gzip level of on-the-fly variants (1-9).
+        #[arg(long, value_name = "N")]
+        compress_level_gzip: Option<u64> => u32 =
+            or(compression::DEFAULT_COMPRESS_LEVEL_GZIP, compression::level_gzip),
+            shown |c| c.files.compression.as_ref().map(|z| z.level_gzip);
         /// Workers as `thread`s of this process or as `process`es.
         #[arg(long, value_name = "thread|process", hide_possible_values = true)]
         isolation: Option<Isolation> => Isolation = or(DEFAULT_ISOLATION, as_is),
@@ -381,6 +426,39 @@ mod tests {
         assert_eq!(
             int("memory_cache_bytes"),
             files::DEFAULT_MEMORY_CACHE_BYTES as u64
+        );
+        assert_eq!(word("compress"), compression::DEFAULT_COMPRESS.name());
+        assert_eq!(
+            shown["compress_types"].as_array().map(|a| a.len()),
+            Some(compression::DEFAULT_COMPRESS_TYPES.len())
+        );
+        assert_eq!(
+            int("compress_min_bytes"),
+            compression::DEFAULT_COMPRESS_MIN_BYTES
+        );
+        assert_eq!(
+            int("compress_max_bytes"),
+            compression::DEFAULT_COMPRESS_MAX_BYTES
+        );
+        assert_eq!(
+            int("compress_inline_max_bytes"),
+            compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES
+        );
+        assert_eq!(
+            int("compress_cache_bytes"),
+            compression::DEFAULT_COMPRESS_CACHE_BYTES
+        );
+        assert_eq!(
+            int("compress_level_br"),
+            compression::DEFAULT_COMPRESS_LEVEL_BR
+        );
+        assert_eq!(
+            int("compress_level_zstd"),
+            compression::DEFAULT_COMPRESS_LEVEL_ZSTD
+        );
+        assert_eq!(
+            int("compress_level_gzip"),
+            compression::DEFAULT_COMPRESS_LEVEL_GZIP
         );
         assert_eq!(word("isolation"), DEFAULT_ISOLATION.name());
         assert_eq!(word("child_watch"), DEFAULT_CHILD_WATCH.name());

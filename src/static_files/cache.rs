@@ -2,7 +2,8 @@
 //!
 //! Owns: what a worker remembers of a file ([`Entry`]: its representations,
 //! identity and encoded variants as [`Rep`]s, validators, per-path fields,
-//! the small ones' prebuilt 200 response), when an entry is trusted (within
+//! the small ones' prebuilt 200 response, the ETags and heads of on-the-fly
+//! variants), when an entry is trusted (within
 //! `--file-cache-ttl`; then re-checked against the disk and kept, memory
 //! copy and all, when the same files are still there), its bounds
 //! (`--file-cache-entries`, and `--memory-cache-bytes` of file bodies held
@@ -10,6 +11,7 @@
 //! (directories: redirect, index file or listing). Does not own what a
 //! request gets from an entry (the rest of the pipeline, in `mod.rs`).
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -67,6 +69,19 @@ pub(super) struct Entry {
     pub(super) extra: FieldList,
     pub(super) reps: Vec<Rep>,
     pub(super) available: Available,
+    /// Set when the file is compressed on the fly (`compress`): no
+    /// siblings, an eligible type and size.
+    pub(super) otf: Option<Rc<OnTheFly>>,
+}
+
+/// What an entry keeps of its on-the-fly variants (the bodies live in the
+/// process's shared cache, `compress::store`).
+pub(super) struct OnTheFly {
+    /// Each variant's ETag, by `Coding::index`.
+    pub(super) etags: [String; 3],
+    /// Each variant's prebuilt 200 head and the body length it was made
+    /// for, by `Coding::index`; made at the first hit on this worker.
+    pub(super) heads: RefCell<[Option<(u64, Bytes)>; 3]>,
 }
 
 impl Entry {
@@ -115,6 +130,7 @@ impl Files {
                     last_modified_text: old.last_modified_text.clone(),
                     extra: old.extra.clone(),
                     available: old.available,
+                    otf: old.otf.clone(),
                 });
                 self.cache
                     .borrow_mut()
@@ -200,6 +216,11 @@ impl Files {
         let (file, meta) = open(rel)?;
         let last_modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let content_type = content_type(rel);
+        let otf = self
+            .compression
+            .as_ref()
+            .filter(|c| c.eligible(&content_type, meta.len()))
+            .map(|c| Rc::new(c.on_the_fly(&Identity::of(&meta))));
         let mut entry = Entry {
             checked: Instant::now(),
             rel: rel.to_owned(),
@@ -209,6 +230,7 @@ impl Files {
             extra: self.extra_fields(rel),
             reps: Vec::with_capacity(1),
             available: Available::NONE,
+            otf,
         };
         entry.reps.push(self.rep(&entry, None, file, &meta)?);
         for coding in Coding::PREFERENCE {
@@ -224,13 +246,17 @@ impl Files {
             }
         }
         if !entry.available.is_empty() {
+            // Siblings are served instead of on-the-fly variants (and
+            // negotiated the same way).
+            entry.otf = None;
             // The prebuilt heads were made before we knew of variants; make
             // them again now that Vary belongs in them.
             for i in 0..entry.reps.len() {
                 if let Some((_, body)) = entry.reps[i].small.take() {
+                    let rep = &entry.reps[i];
                     let head = prebuild_head(
                         Status::OK,
-                        &self.fields(&entry, &entry.reps[i], true),
+                        &self.fields(&entry, &rep.etag, rep.coding, true),
                         body.len() as u64,
                     );
                     entry.reps[i].small = Some((head, body));
@@ -273,7 +299,8 @@ impl Files {
             // A file that changed size while we read it is served from the
             // fd (with its stat length) next time instead of a torn copy.
             if body.len() as u64 == identity.len {
-                let head = prebuild_head(Status::OK, &self.fields(entry, &rep, true), identity.len);
+                let fields = self.fields(entry, &rep.etag, rep.coding, true);
+                let head = prebuild_head(Status::OK, &fields, identity.len);
                 rep.small = Some((head, Bytes::from(body)));
             }
         }

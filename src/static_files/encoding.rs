@@ -54,7 +54,8 @@ impl Coding {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its position in [`Coding::PREFERENCE`] (and in per-coding arrays).
+    pub(crate) fn index(self) -> usize {
         match self {
             Coding::Brotli => 0,
             Coding::Zstd => 1,
@@ -70,6 +71,8 @@ pub(crate) struct Available(u8);
 impl Available {
     /// No precompressed siblings.
     pub(crate) const NONE: Available = Available(0);
+    /// Every coding: what on-the-fly compression can make.
+    pub(crate) const ALL: Available = Available(0b111);
 
     /// This set plus `coding`.
     pub(crate) fn with(self, coding: Coding) -> Available {
@@ -216,7 +219,7 @@ fn is_tchar(byte: u8) -> bool {
 mod tests {
     use super::*;
 
-    const ALL: Available = Available(0b111);
+    const ALL: Available = Available::ALL;
 
     fn pick(header: &str, available: Available) -> Option<Coding> {
         choose(Some(header.as_bytes()), available)

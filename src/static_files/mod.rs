@@ -19,8 +19,12 @@
 //!    containment; directories redirect (`/dir` → `/dir/`), serve an index
 //!    file, or are listed with `--autoindex`.
 //! 3. encoding: `encoding::choose` picks `.br`/`.zst`/`.gz` by
-//!    Accept-Encoding; every response for a file with variants has
-//!    `Vary: Accept-Encoding`.
+//!    Accept-Encoding; a compressible file without siblings gets a variant
+//!    compressed on the fly (`compress`: cached per process, made by the
+//!    worker for a small file, in the background for a large one) or
+//!    identity. Every response for a file with variants of either kind has
+//!    `Vary: Accept-Encoding`. What is chosen is a `Chosen`: the steps
+//!    below see only it.
 //! 4. conditional: `conditional::evaluate` in RFC 9110 §13.2.2 order →
 //!    304 / 412 / proceed (and whether `If-Range` lets a range through).
 //! 5. range: `range::parse` → 206 (single or multipart), 416, or the whole.
@@ -30,6 +34,7 @@
 
 mod autoindex;
 mod cache;
+mod compress;
 mod conditional;
 mod encoding;
 mod range;
@@ -42,18 +47,21 @@ use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use bytes::Bytes;
 
 use crate::app::{head, MakeError, Request, Service};
-use crate::config::{FilesConfig, Symlinks};
+use crate::config::{Config, FilesConfig, Symlinks};
 use crate::http::error::ALLOW;
 use crate::http::{
     on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
 };
 use crate::sys::openat2::Links;
 use cache::{Entry, Found, Rep};
+pub use compress::Compression;
+use encoding::{Available, Coding};
 use range::RangeOutcome;
 
 type FieldList = Vec<(Cow<'static, str>, Cow<'static, str>)>;
@@ -109,11 +117,81 @@ pub struct Files {
     cache: RefCell<HashMap<String, Rc<Entry>>>,
     memory_used: Cell<usize>,
     boundary_seed: Cell<u64>,
+    /// The process's on-the-fly compression, shared with the other workers.
+    compression: Option<Arc<Compression>>,
+}
+
+/// The representation a request gets: the file, a precompressed sibling or
+/// an on-the-fly variant. Steps 4 to 6 see only this.
+struct Chosen<'e> {
+    coding: Option<Coding>,
+    etag: &'e str,
+    /// The representation's length (the variant's, when encoded).
+    len: u64,
+    body: Source<'e>,
+    /// The whole 200 response's head, prebuilt (small files, variants).
+    prebuilt: Option<Bytes>,
+}
+
+/// Where a representation's bytes are.
+enum Source<'e> {
+    Memory(Bytes),
+    File(&'e Rc<File>),
+    /// Not in hand: the preconditions answer without a body (304, 412).
+    Unread,
+}
+
+impl<'e> Chosen<'e> {
+    fn of(rep: &'e Rep) -> Chosen<'e> {
+        let (prebuilt, body) = match &rep.small {
+            Some((head, body)) => (Some(head.clone()), Source::Memory(body.clone())),
+            None => (None, Source::File(&rep.file)),
+        };
+        Chosen {
+            coding: rep.coding,
+            etag: &rep.etag,
+            len: rep.identity.len,
+            body,
+            prebuilt,
+        }
+    }
 }
 
 impl Files {
-    /// Open `root` for one worker.
-    pub fn open(root: &std::path::Path, config: FilesConfig) -> Result<Files, MakeError> {
+    /// The factory the binary serves: one handler per worker over
+    /// `config.root`, all of a process's sharing one [`Compression`],
+    /// started by the first worker of the process that builds its handler
+    /// (so a supervisor of worker processes never starts one).
+    pub fn factory(
+        config: &Config,
+    ) -> impl Fn(usize) -> Result<Files, MakeError> + Send + Sync + 'static {
+        let root = config.root.clone();
+        let files = config.files.clone();
+        let config = config.clone();
+        // Read before any worker pins itself: the compressor thread, started
+        // from a pinned worker, takes the whole set back.
+        let cpus = crate::sys::affinity::allowed_cpus().ok();
+        let shared: OnceLock<Option<Arc<Compression>>> = OnceLock::new();
+        move |_worker: usize| {
+            let compression = match shared.get() {
+                Some(c) => c.clone(),
+                None => {
+                    let started = Compression::start(&config, cpus.clone())
+                        .map_err(|e| format!("cannot start the compressor thread: {e}"))?
+                        .map(Arc::new);
+                    shared.get_or_init(|| started).clone()
+                }
+            };
+            Files::open(&root, files.clone(), compression)
+        }
+    }
+
+    /// Open `root` for one worker, compressing with `compression`.
+    pub fn open(
+        root: &std::path::Path,
+        config: FilesConfig,
+        compression: Option<Arc<Compression>>,
+    ) -> Result<Files, MakeError> {
         let dir =
             File::open(root).map_err(|e| format!("cannot open root {}: {e}", root.display()))?;
         if !dir.metadata()?.is_dir() {
@@ -130,6 +208,7 @@ impl Files {
             cache: RefCell::new(HashMap::new()),
             memory_used: Cell::new(0),
             boundary_seed: Cell::new(seed),
+            compression,
         })
     }
 
@@ -158,30 +237,11 @@ impl Files {
             Found::Listing(r) => return Ok(r),
         };
         // 3. encoding
-        let coding = if entry.available.is_empty() {
-            None
-        } else {
-            encoding::choose(head.header("accept-encoding"), entry.available)
-        };
-        let rep = entry.rep(coding);
+        let rep = self.choose(&entry, head);
         // 4. conditional
-        let pre = conditional::evaluate(
-            &conditional::Headers {
-                if_match: head.header("if-match"),
-                if_none_match: head.header("if-none-match"),
-                if_modified_since: head.header("if-modified-since"),
-                if_unmodified_since: head.header("if-unmodified-since"),
-                if_range: head.header("if-range"),
-                method_is_get_or_head: true,
-            },
-            &conditional::Validators {
-                etag: &rep.etag,
-                last_modified: entry.last_modified,
-            },
-        );
-        let honor_range = match pre {
+        let honor_range = match self.precondition(head, rep.etag, entry.last_modified) {
             conditional::Precondition::NotModified => {
-                let fields = self.fields(&entry, rep, false);
+                let fields = self.fields(&entry, rep.etag, rep.coding, false);
                 return Ok(Response {
                     status: Status::NOT_MODIFIED,
                     fields: Fields::List(fields),
@@ -194,7 +254,7 @@ impl Files {
         // 5. range. RFC 9110 §14.2 defines ranges for GET; a HEAD gets the
         // header fields the same GET would (§9.3.2), so 206 and its
         // Content-Range too (as nginx answers); the connection drops the body.
-        let total = rep.identity.len;
+        let total = rep.len;
         let get_or_head = matches!(head.method, Method::Get | Method::Head);
         if let (true, Some(value), true) = (get_or_head, head.header("range"), honor_range) {
             match range::parse(value, total) {
@@ -202,7 +262,7 @@ impl Files {
                 RangeOutcome::Unsatisfiable => {
                     let mut resp = on_error(&Refusal::RangeNotSatisfiable);
                     if let Fields::List(fields) = &mut resp.fields {
-                        fields.extend(self.fields(&entry, rep, false));
+                        fields.extend(self.fields(&entry, rep.etag, rep.coding, false));
                         fields.push((
                             "Content-Range".into(),
                             range::unsatisfied_content_range(total).into(),
@@ -211,19 +271,19 @@ impl Files {
                     return Ok(resp);
                 }
                 RangeOutcome::Single(r) => {
-                    let mut fields = self.fields(&entry, rep, true);
+                    let mut fields = self.fields(&entry, rep.etag, rep.coding, true);
                     fields.push(("Content-Range".into(), r.content_range(total).into()));
                     return Ok(Response {
                         status: Status::PARTIAL_CONTENT,
                         fields: Fields::List(fields),
-                        body: slice(rep, r.start, r.len()),
+                        body: slice(&rep, r.start, r.len()),
                     });
                 }
-                RangeOutcome::Multi(ranges) => return Ok(self.multipart(&entry, rep, &ranges)),
+                RangeOutcome::Multi(ranges) => return Ok(self.multipart(&entry, &rep, &ranges)),
             }
         }
         // 6. send the whole representation
-        if let Some((head_block, body)) = &rep.small {
+        if let (Some(head_block), Source::Memory(body)) = (&rep.prebuilt, &rep.body) {
             return Ok(Response {
                 status: Status::OK,
                 fields: Fields::Prebuilt(head_block.clone()),
@@ -232,14 +292,62 @@ impl Files {
         }
         Ok(Response {
             status: Status::OK,
-            fields: Fields::List(self.fields(&entry, rep, true)),
-            body: slice(rep, 0, total),
+            fields: Fields::List(self.fields(&entry, rep.etag, rep.coding, true)),
+            body: slice(&rep, 0, total),
         })
     }
 
-    /// The representation's header fields (all but framing). `with_type`
-    /// false leaves out Content-Type (304, 416 bodies are not the file's).
-    fn fields(&self, entry: &Entry, rep: &Rep, with_type: bool) -> FieldList {
+    /// Step 3: a sibling when the file has any, else an on-the-fly variant
+    /// when it is eligible and one is acceptable, else the file itself.
+    fn choose<'e>(&self, entry: &'e Entry, head: &Head<'_>) -> Chosen<'e> {
+        if !entry.available.is_empty() {
+            let accept = head.header("accept-encoding");
+            return Chosen::of(entry.rep(encoding::choose(accept, entry.available)));
+        }
+        if let Some(otf) = &entry.otf {
+            let accept = head.header("accept-encoding");
+            if let Some(coding) = encoding::choose(accept, Available::ALL) {
+                if let Some(variant) = self.on_the_fly(entry, otf, coding, head) {
+                    return variant;
+                }
+            }
+        }
+        Chosen::of(&entry.reps[0])
+    }
+
+    /// Step 4 for a representation with `etag`.
+    fn precondition(
+        &self,
+        head: &Head<'_>,
+        etag: &str,
+        last_modified: SystemTime,
+    ) -> conditional::Precondition {
+        conditional::evaluate(
+            &conditional::Headers {
+                if_match: head.header("if-match"),
+                if_none_match: head.header("if-none-match"),
+                if_modified_since: head.header("if-modified-since"),
+                if_unmodified_since: head.header("if-unmodified-since"),
+                if_range: head.header("if-range"),
+                method_is_get_or_head: true,
+            },
+            &conditional::Validators {
+                etag,
+                last_modified,
+            },
+        )
+    }
+
+    /// The header fields (all but framing) of `entry`'s representation
+    /// with `etag` and `coding`. `with_type` false leaves out Content-Type
+    /// (304, 416 bodies are not the file's).
+    fn fields(
+        &self,
+        entry: &Entry,
+        etag: &str,
+        coding: Option<Coding>,
+        with_type: bool,
+    ) -> FieldList {
         let mut f: FieldList = Vec::with_capacity(8 + entry.extra.len());
         if with_type {
             f.push(("Content-Type".into(), entry.content_type.clone().into()));
@@ -248,23 +356,23 @@ impl Files {
             "Last-Modified".into(),
             entry.last_modified_text.clone().into(),
         ));
-        f.push(("ETag".into(), rep.etag.clone().into()));
+        f.push(("ETag".into(), etag.to_owned().into()));
         f.push(("Accept-Ranges".into(), "bytes".into()));
-        if let Some(c) = rep.coding {
+        if let Some(c) = coding {
             f.push(("Content-Encoding".into(), c.token().into()));
         }
-        if !entry.available.is_empty() {
+        if !entry.available.is_empty() || entry.otf.is_some() {
             f.push(("Vary".into(), "Accept-Encoding".into()));
         }
         f.extend(entry.extra.iter().cloned());
         f
     }
 
-    fn multipart(&self, entry: &Entry, rep: &Rep, ranges: &[range::ByteRange]) -> Response {
+    fn multipart(&self, entry: &Entry, rep: &Chosen<'_>, ranges: &[range::ByteRange]) -> Response {
         let seed = self.boundary_seed.get().wrapping_add(1);
         self.boundary_seed.set(seed);
         let boundary = range::multipart_boundary(seed);
-        let total = rep.identity.len;
+        let total = rep.len;
         let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
         for r in ranges {
             let h = range::multipart_part_header(&boundary, &entry.content_type, r, total);
@@ -278,7 +386,7 @@ impl Files {
         parts.push(Part::Bytes(Bytes::from(range::multipart_trailer(
             &boundary,
         ))));
-        let mut fields = self.fields(entry, rep, false);
+        let mut fields = self.fields(entry, rep.etag, rep.coding, false);
         fields.insert(
             0,
             (
@@ -317,15 +425,17 @@ impl Files {
     }
 }
 
-/// `len` bytes of a representation from `start`: from memory when cached.
-fn slice(rep: &Rep, start: u64, len: u64) -> Body {
-    match &rep.small {
-        Some((_, body)) => Body::Bytes(body.slice(start as usize..(start + len) as usize)),
-        None => Body::File(FileRange {
-            file: rep.file.clone(),
+/// `len` bytes of a representation from `start`: from memory when held.
+fn slice(rep: &Chosen<'_>, start: u64, len: u64) -> Body {
+    match &rep.body {
+        Source::Memory(body) => Body::Bytes(body.slice(start as usize..(start + len) as usize)),
+        Source::File(file) => Body::File(FileRange {
+            file: Rc::clone(file),
             offset: start,
             len,
         }),
+        // Only a 304 or 412 is answered for an unread variant.
+        Source::Unread => Body::Empty,
     }
 }
 

@@ -276,9 +276,14 @@ impl<F: ServiceFactory> Host for Live<F> {
         while self.retired.len() <= slot {
             self.retired.push(Snapshot::default());
         }
+        // A process's cache dies with it: its gauges leave, its counters stay.
+        let mut compress = last.compress;
+        compress.cache_bytes = 0;
+        compress.cache_entries = 0;
         self.retired[slot].add(&Snapshot {
             connections_open: 0,
             rss_bytes: 0,
+            compress,
             ..*last
         });
         true

@@ -1,12 +1,12 @@
-//! CPU affinity: which CPUs this process may use ([`CpuSet`]), and pinning
-//! a thread. The set type lives here, with the syscall that yields it;
+//! CPU affinity: which CPUs this process may use ([`CpuSet`]), pinning a
+//! thread, and giving a thread a whole set back. The set type lives here, with the syscall that yields it;
 //! `config` validates CPU lists against it.
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 
-use nix::sched::{sched_getaffinity, CpuSet as NixCpuSet};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet as NixCpuSet};
 use nix::unistd::Pid;
 
 /// A set of logical CPU numbers, printed like `{0,1}` in errors.
@@ -31,6 +31,17 @@ pub fn allowed_cpus() -> io::Result<CpuSet> {
         .filter(|&c| mask.is_set(c).unwrap_or(false))
         .collect();
     Ok(CpuSet(cpus))
+}
+
+/// Let the calling thread run on any CPU of `cpus` (a helper thread started
+/// by a pinned worker inherits the worker's one CPU otherwise).
+pub fn run_current_thread_on(cpus: &CpuSet) -> io::Result<()> {
+    let mut mask = NixCpuSet::new();
+    for &cpu in &cpus.0 {
+        mask.set(cpu).map_err(io::Error::from)?;
+    }
+    // pid 0: the calling thread (sched_setaffinity(2)).
+    sched_setaffinity(Pid::from_raw(0), &mask).map_err(io::Error::from)
 }
 
 /// Pin the calling thread to one CPU.

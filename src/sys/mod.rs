@@ -5,6 +5,7 @@
 //! may use `unsafe` (the crate denies it; only this module allows it).
 //!
 //! - `affinity`: the process CPU set (sched_getaffinity) and pinning.
+//! - `priority`: a background thread's lower nice value (setpriority).
 //! - `socket`: shutdown of a registered connection fd, systemd socket
 //!   activation (LISTEN_FDS) into owned fds.
 //! - `openat2`: kernel-enforced containment under a directory fd.
@@ -20,6 +21,7 @@ pub mod fdpass;
 pub mod iovec;
 pub mod openat2;
 pub mod pidfd;
+pub mod priority;
 pub mod sendfile;
 pub mod shm;
 pub mod socket;

@@ -274,7 +274,75 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         }
         let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
     }
+    render_compress(&mut out, stats);
     out
+}
+
+/// The compression cache's series, as server totals: this process's own
+/// cache (the one worker threads share) plus what worker processes
+/// reported of theirs. Only one of the two is ever non-zero.
+fn render_compress(out: &mut String, stats: &[Arc<WorkerStats>]) {
+    use std::fmt::Write as _;
+    let mut total = super::CompressStats::global().snapshot();
+    for s in stats {
+        total.add(&s.compress.snapshot());
+    }
+    let series: [(&str, &str, &str, u64); 8] = [
+        (
+            "servery_compress_cache_bytes",
+            "gauge",
+            "Bytes of compressed variants (and their bookkeeping) held now.",
+            total.cache_bytes,
+        ),
+        (
+            "servery_compress_cache_entries",
+            "gauge",
+            "Compressed variants held now.",
+            total.cache_entries,
+        ),
+        (
+            "servery_compress_hits_total",
+            "counter",
+            "Responses sent from a cached compressed variant.",
+            total.hits,
+        ),
+        (
+            "servery_compress_misses_total",
+            "counter",
+            "Requests whose compressed variant was not cached.",
+            total.misses,
+        ),
+        (
+            "servery_compress_inline_total",
+            "counter",
+            "Variants a worker compressed for the request that asked.",
+            total.inline,
+        ),
+        (
+            "servery_compress_background_total",
+            "counter",
+            "Variants the background compressor made.",
+            total.background,
+        ),
+        (
+            "servery_compress_evictions_total",
+            "counter",
+            "Variants dropped to stay within --compress-cache-bytes.",
+            total.evictions,
+        ),
+        (
+            "servery_compress_skipped_total",
+            "counter",
+            "Compressions refused (compressor at its bound) or not kept.",
+            total.skipped,
+        ),
+    ];
+    for (name, kind, help, v) in series {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    }
 }
 
 #[cfg(test)]

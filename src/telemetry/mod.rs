@@ -1,7 +1,8 @@
 //! Telemetry: per-worker counters, the admin listener, and log setup.
 //!
 //! Owns: [`WorkerStats`] (written by one worker, read by the admin thread),
-//! the server's readiness [`Phase`] that `/readyz` reports, the admin HTTP
+//! [`CompressStats`] (written by a process's compression cache, which all
+//! its workers share), the server's readiness [`Phase`] that `/readyz` reports, the admin HTTP
 //! endpoint (`admin`), and the tracing subscriber (`init_logging`). Does not
 //! own what is counted where: the worker loop increments.
 //!
@@ -52,6 +53,112 @@ pub struct WorkerStats {
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
     pub cpu_micros: AtomicU64,
+    /// The compression cache of the worker's process, as its beats report
+    /// it (`--isolation process` only: threads share the process's
+    /// [`CompressStats::global`], which the admin endpoint reads directly).
+    pub compress: CompressStats,
+}
+
+/// Counters of one process's on-the-fly compression cache
+/// (`static_files::compress`): one per process, shared by its workers, so
+/// the admin endpoint shows them as server totals, not per worker.
+#[derive(Debug, Default)]
+pub struct CompressStats {
+    /// Bytes the cache holds now (variants and their bookkeeping).
+    pub cache_bytes: AtomicU64,
+    /// Variants (and "no gain" marks) the cache holds now.
+    pub cache_entries: AtomicU64,
+    /// Responses sent from a cached variant.
+    pub hits: AtomicU64,
+    /// Requests that wanted a variant not in the cache.
+    pub misses: AtomicU64,
+    /// Variants a worker made for the request that asked.
+    pub inline: AtomicU64,
+    /// Variants the background compressor made.
+    pub background: AtomicU64,
+    /// Variants dropped to make room.
+    pub evictions: AtomicU64,
+    /// Compressions not done or not kept: the compressor was at its bound,
+    /// the variant was larger than the budget, or the file changed while read.
+    pub skipped: AtomicU64,
+}
+
+/// [`CompressStats`] as plain numbers, carried in a worker process's beats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CompressSnapshot {
+    pub cache_bytes: u64,
+    pub cache_entries: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub inline: u64,
+    pub background: u64,
+    pub evictions: u64,
+    pub skipped: u64,
+}
+
+impl CompressStats {
+    pub const fn new() -> CompressStats {
+        CompressStats {
+            cache_bytes: AtomicU64::new(0),
+            cache_entries: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            inline: AtomicU64::new(0),
+            background: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// This process's: what its compression cache writes.
+    pub fn global() -> &'static CompressStats {
+        static GLOBAL: CompressStats = CompressStats::new();
+        &GLOBAL
+    }
+
+    pub fn snapshot(&self) -> CompressSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CompressSnapshot {
+            cache_bytes: get(&self.cache_bytes),
+            cache_entries: get(&self.cache_entries),
+            hits: get(&self.hits),
+            misses: get(&self.misses),
+            inline: get(&self.inline),
+            background: get(&self.background),
+            evictions: get(&self.evictions),
+            skipped: get(&self.skipped),
+        }
+    }
+
+    fn store(&self, s: &CompressSnapshot) {
+        let set = |c: &AtomicU64, v: u64| c.store(v, Ordering::Relaxed);
+        set(&self.cache_bytes, s.cache_bytes);
+        set(&self.cache_entries, s.cache_entries);
+        set(&self.hits, s.hits);
+        set(&self.misses, s.misses);
+        set(&self.inline, s.inline);
+        set(&self.background, s.background);
+        set(&self.evictions, s.evictions);
+        set(&self.skipped, s.skipped);
+    }
+}
+
+impl CompressSnapshot {
+    /// Counters plus `other`'s (the gauges too).
+    pub fn add(&mut self, o: &CompressSnapshot) {
+        self.cache_bytes += o.cache_bytes;
+        self.cache_entries += o.cache_entries;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.inline += o.inline;
+        self.background += o.background;
+        self.evictions += o.evictions;
+        self.skipped += o.skipped;
+    }
 }
 
 impl WorkerStats {
@@ -90,6 +197,10 @@ pub struct Snapshot {
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
     pub cpu_micros: u64,
+    /// The compression cache of the worker's process (absent in beats from
+    /// a binary without it).
+    #[serde(default)]
+    pub compress: CompressSnapshot,
 }
 
 impl Snapshot {
@@ -117,6 +228,7 @@ impl Snapshot {
             access_log_dropped: WorkerStats::get(&stats.access_log_dropped),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
+            compress: CompressStats::global().snapshot(),
         }
     }
 
@@ -141,6 +253,7 @@ impl Snapshot {
         self.access_log_dropped += other.access_log_dropped;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
+        self.compress.add(&other.compress);
     }
 
     /// Store into the atomics the admin endpoint reads.
@@ -169,6 +282,7 @@ impl Snapshot {
             .store(self.access_log_dropped, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
+        stats.compress.store(&self.compress);
     }
 }
 

@@ -34,9 +34,9 @@ pub struct MatrixArgs {
     pub warmup: Option<Duration>,
     /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
     /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k,
-    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k]. Each is measured on the servers
-    /// that can serve it: app-json and app-post-4k on servery and axum-tokio, the others on
-    /// servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over HTTP/2, loaded
+    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js]. Each is measured on
+    /// the servers that can serve it: app-json and app-post-4k on servery and axum-tokio,
+    /// gzip-64k-js on servery and nginx, the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over HTTP/2, loaded
     /// by h2load (skipped, with a note, when h2load or curl is not installed).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
@@ -221,7 +221,7 @@ mod tests {
         assert_eq!(full.duration, Duration::from_secs(10));
         assert_eq!(full.warmup, Duration::from_secs(3));
         assert_eq!(full.workers, [1, 2, 4]);
-        assert_eq!(full.scenarios.len(), 13);
+        assert_eq!(full.scenarios.len(), 14);
         assert_eq!(full.h2, h2load::Settings::default());
         assert_eq!(full.h2.transport, h2load::Transport::Tls);
         assert_eq!(full.servers.len(), 5);

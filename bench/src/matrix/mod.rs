@@ -6,7 +6,8 @@
 //! artifact set under `bench/results/`: `matrix-STAMP.json` (identity and every raw trial),
 //! `matrix-STAMP.md` (the tables) and two SVG charts.
 //! Does not own: load generation (`load::run_with`; h2load for the h2 scenarios, [`h2load`])
-//! or checking answers (`validate`; [`curl`] over HTTP/2).
+//! or checking answers (`validate`; [`curl`] over HTTP/2; [`encoded`] decodes a compressed
+//! one).
 //!
 //! Flow:
 //! 1. Split the CPUs into a server side and a client side ([`cores`]); drop worker counts the
@@ -29,6 +30,7 @@ pub mod certificate;
 pub mod chart;
 pub mod cores;
 pub mod curl;
+pub mod encoded;
 pub mod h2load;
 pub mod identity;
 pub mod lineup;

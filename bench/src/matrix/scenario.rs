@@ -9,6 +9,16 @@
 //! stand-in: they compare servery's app API with the same axum Router on tokio (`axum-tokio`,
 //! `examples/axum_tokio.rs`), which is the baseline there; nginx and h2o take no part.
 //!
+//! `gzip-64k-js` asks for a 64 KiB JavaScript file with `Accept-Encoding: gzip`: servery
+//! compresses it on the fly once and serves the cached variant; nginx compresses on every
+//! request (`gzip on` at its default level 1, `gzip_static` off; `scripts/lib/nginx.sh`).
+//! Each server's bytes differ (levels, framing), so the answer is checked by decoding it
+//! ([`Encoded`], `matrix::encoded`), not by a digest of what was sent. h2o takes no part.
+//!
+//! This file is past 600 lines because each scenario's request, answer and servers are kept
+//! together with the tests that pin them (half the file); splitting the tests away would
+//! separate a scenario from its checks.
+//!
 //! The `h2-*` scenarios are HTTP/2 twins of `static-1k`, `static-64k`, `static-8m` and
 //! `app-1k` ([`Scenario::twin`]): the same request, answer, servers and baseline, but loaded by
 //! h2load over TLS (ALPN h2) or h2c with the run's h2 settings (`h2load::Settings`) instead of
@@ -101,6 +111,8 @@ pub enum Scenario {
     H2Static8m,
     /// [`Scenario::App1k`] over HTTP/2 (servery: examples/hello).
     H2App1k,
+    /// GET a 64 KiB JavaScript file with `Accept-Encoding: gzip`, keep-alive (expect gzip).
+    Gzip64kJs,
 }
 
 /// The `Range` of [`Scenario::StaticRange64k`]: 64 KiB starting at 1 MiB, so the server must
@@ -116,6 +128,17 @@ const FILES: [(&str, usize); 3] = [
     ("8m.bin", 8 << 20),
 ];
 
+/// The JavaScript file of [`Scenario::Gzip64kJs`] and its size.
+pub const JS_FILE: (&str, usize) = ("64k.js", 64 << 10);
+
+/// An encoded answer's check: its `Content-Encoding` and what it decodes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub coding: &'static str,
+    pub length: u64,
+    pub sha256: [u8; 32],
+}
+
 /// What a scenario asks for and expects, in load-plan terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
@@ -130,10 +153,12 @@ pub struct Request {
     pub status: u16,
     pub length: Option<u64>,
     pub sha256: Option<[u8; 32]>,
+    /// The answer is content-coded: checked decoded (`length` and `sha256` are then `None`).
+    pub encoded: Option<Encoded>,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Static1k,
         Scenario::Static64k,
         Scenario::Static8m,
@@ -147,6 +172,7 @@ impl Scenario {
         Scenario::H2Static64k,
         Scenario::H2Static8m,
         Scenario::H2App1k,
+        Scenario::Gzip64kJs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -164,6 +190,7 @@ impl Scenario {
             Scenario::H2Static64k => "h2-static-64k",
             Scenario::H2Static8m => "h2-static-8m",
             Scenario::H2App1k => "h2-app-1k",
+            Scenario::Gzip64kJs => "gzip-64k-js",
         }
     }
 
@@ -211,8 +238,10 @@ impl Scenario {
             Server::ServeryProcess,
             Server::AxumTokio,
         ];
+        const GZIP: &[Server] = &[Server::ServeryThread, Server::ServeryProcess, Server::Nginx];
         match self.twin() {
             Scenario::AppJson | Scenario::AppPost4k => ROUTER,
+            Scenario::Gzip64kJs => GZIP,
             _ => STATIC,
         }
     }
@@ -273,6 +302,7 @@ impl Scenario {
                 status: 200,
                 length: Some(bytes.len() as u64),
                 sha256: Some(Sha256::digest(&bytes).into()),
+                encoded: None,
             }
         };
         match self {
@@ -298,6 +328,7 @@ impl Scenario {
                     status: 206,
                     length: Some(RANGE_LEN),
                     sha256: Some(Sha256::digest(&bytes[lo..hi]).into()),
+                    encoded: None,
                 }
             }
             Scenario::StaticNotModified => Request {
@@ -313,10 +344,25 @@ impl Scenario {
                 status: 304,
                 length: Some(0),
                 sha256: None,
+                encoded: None,
             },
             Scenario::App1k | Scenario::H2App1k => app("GET", "/hello.txt", None, &hello_body()),
             Scenario::AppJson => app("GET", "/json", None, JSON_BODY),
             Scenario::AppPost4k => app("POST", "/digest", Some(post_body()), &post_digest()),
+            Scenario::Gzip64kJs => {
+                let js = javascript(JS_FILE.1);
+                Request {
+                    headers: vec![("Accept-Encoding".to_string(), "gzip".to_string())],
+                    length: None,
+                    sha256: None,
+                    encoded: Some(Encoded {
+                        coding: "gzip",
+                        length: js.len() as u64,
+                        sha256: Sha256::digest(&js).into(),
+                    }),
+                    ..whole("/64k.js", "64k.bin", false)
+                }
+            }
         }
     }
 }
@@ -334,6 +380,7 @@ fn app(method: &'static str, path: &'static str, body: Option<Vec<u8>>, answer: 
         status: 200,
         length: Some(answer.len() as u64),
         sha256: Some(Sha256::digest(answer).into()),
+        encoded: None,
     }
 }
 
@@ -349,14 +396,68 @@ pub fn write_docroot(root: &Path) -> io::Result<()> {
     for (name, size) in FILES {
         fs::write(root.join(name), contents(name, size))?;
     }
+    fs::write(root.join(JS_FILE.0), javascript(JS_FILE.1))?;
     fs::write(root.join("hello.txt"), hello_body())
+}
+
+/// `size` bytes of made-up JavaScript, the same on every run: functions of statements over a
+/// small vocabulary of names, numbers and strings, the way application code repeats itself
+/// (it compresses about as much as unminified code: gzip -6 to roughly a quarter).
+pub fn javascript(size: usize) -> Vec<u8> {
+    const NAMES: [&str; 24] = [
+        "value", "index", "length", "items", "result", "options", "element", "state", "props",
+        "callback", "request", "response", "config", "count", "offset", "buffer", "node", "parent",
+        "children", "target", "event", "handler", "cache", "key",
+    ];
+    const CALLS: [&str; 10] = [
+        "push", "map", "filter", "forEach", "indexOf", "slice", "join", "reduce", "get", "set",
+    ];
+    let mut rng = name_seed("javascript");
+    let mut next = |n: usize| {
+        rng ^= rng >> 12;
+        rng ^= rng << 25;
+        rng ^= rng >> 27;
+        (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    };
+    let mut out = String::with_capacity(size + 256);
+    let mut f = 0;
+    while out.len() < size {
+        let (a, b) = (NAMES[next(NAMES.len())], NAMES[next(NAMES.len())]);
+        out.push_str(&format!("function {a}_{f}({a}, {b}) {{\n"));
+        for _ in 0..2 + next(6) {
+            let (x, y) = (NAMES[next(NAMES.len())], NAMES[next(NAMES.len())]);
+            let line = match next(5) {
+                0 => format!(
+                    "  const {x}{} = {y}.{}({});\n",
+                    next(9),
+                    CALLS[next(10)],
+                    next(100)
+                ),
+                1 => format!("  if ({x}.{y} === {}) {{ return null; }}\n", next(1000)),
+                2 => format!("  {x}.{} = \"{y}-{}\";\n", CALLS[next(10)], next(50)),
+                3 => format!("  for (let i = 0; i < {x}.length; i++) {{ {y}[i] += {x}[i]; }}\n"),
+                _ => format!("  return {a}.{}({x}, {b}.{y});\n", CALLS[next(10)]),
+            };
+            out.push_str(&line);
+        }
+        out.push_str("}\n\n");
+        f += 1;
+    }
+    let mut bytes = out.into_bytes();
+    bytes.truncate(size);
+    bytes
+}
+
+/// A generator's seed from a name.
+fn name_seed(name: &str) -> u64 {
+    name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    })
 }
 
 /// `size` pseudo-random bytes (xorshift64*, seeded by the name), the same on every run.
 fn contents(name: &str, size: usize) -> Vec<u8> {
-    let mut state = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    });
+    let mut state = name_seed(name);
     let mut out = Vec::with_capacity(size + 8);
     while out.len() < size {
         state ^= state >> 12;
@@ -385,7 +486,7 @@ mod tests {
         );
         assert!(
             json.ends_with(
-                r#""app-1k","app-json","app-post-4k","h2-static-1k","h2-static-64k","h2-static-8m","h2-app-1k"]"#
+                r#""app-post-4k","h2-static-1k","h2-static-64k","h2-static-8m","h2-app-1k","gzip-64k-js"]"#
             ),
             "{json}"
         );
@@ -503,6 +604,46 @@ mod tests {
         assert!(!Scenario::Static1k.is_stand_in(Server::Nginx));
         assert_eq!(Scenario::Static8m.probe(), probe::Request::get("/1k.bin"));
         assert_eq!(Scenario::AppJson.probe(), probe::Request::get("/json"));
+    }
+
+    #[test]
+    fn gzip_64k_js_asks_for_gzip_and_checks_the_decoded_file() {
+        let r = Scenario::Gzip64kJs.request(None);
+        assert_eq!(
+            (r.path, r.status, r.length, r.sha256),
+            ("/64k.js", 200, None, None)
+        );
+        assert_eq!(
+            r.headers,
+            [("Accept-Encoding".to_string(), "gzip".to_string())]
+        );
+        let js = javascript(JS_FILE.1);
+        assert_eq!(js.len(), 64 << 10);
+        assert_eq!(js, javascript(JS_FILE.1));
+        assert!(js.starts_with(b"function "), "{:?}", &js[..40]);
+        let e = r.encoded.expect("checked decoded");
+        assert_eq!((e.coding, e.length), ("gzip", 64 << 10));
+        assert_eq!(e.sha256, <[u8; 32]>::from(Sha256::digest(&js)));
+        assert_eq!(
+            Scenario::Gzip64kJs.servers(),
+            [Server::ServeryThread, Server::ServeryProcess, Server::Nginx]
+        );
+        assert!(!Scenario::Gzip64kJs.is_h2() && !Scenario::Gzip64kJs.is_app());
+    }
+
+    #[test]
+    fn the_javascript_compresses_like_javascript() {
+        use std::io::Write;
+        let js = javascript(JS_FILE.1);
+        let gzip = |level| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+            gz.write_all(&js).expect("gzip");
+            gz.finish().expect("gzip").len()
+        };
+        let (fast, default) = (gzip(1), gzip(6));
+        eprintln!("64k.js: gzip -1 {fast} bytes, gzip -6 {default} bytes");
+        assert!((js.len() / 6..js.len() / 3).contains(&default), "{default}");
+        assert!(fast > default, "{fast} {default}");
     }
 
     #[test]

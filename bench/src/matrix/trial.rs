@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::certificate::Certificate;
+use super::encoded;
 use super::point::Trial;
 use super::procfs::{self, CpuTimes, Memory};
 use super::programs::Programs;
@@ -190,6 +191,11 @@ impl<'a> Context<'a> {
         let plan = self.plan(scenario, addr, etag.as_deref())?;
         trial.client_threads = plan.threads.get();
         validate::check(&plan).map_err(|e| format!("validation failed: {e}"))?;
+        let request = scenario.request(etag.as_deref());
+        if let Some(expect) = &request.encoded {
+            encoded::check(addr, &request, expect, request.timeout)
+                .map_err(|e| format!("validation failed: {e}"))?;
+        }
 
         let stop = AtomicBool::new(false);
         let mut start = None;
