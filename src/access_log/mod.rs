@@ -1,6 +1,7 @@
 //! The access log: one line per answered request, written off the workers.
 //!
-//! Owns: the line's formats and escaping (`format`), the per-worker buffer
+//! Owns: the line's formats and escaping (`format`), its time (`clock`),
+//! the per-worker buffer
 //! ([`Log`]), and the writer thread with its bounded queue (`writer`). Does
 //! not own what a request's facts are (the connection loops gather them:
 //! `worker::conn::h1`'s and `h2`'s) nor when SIGUSR1 reopens (the supervisor
@@ -25,6 +26,7 @@
 //! as nginx's workers do), and SIGUSR1 reaches each through its control
 //! channel.
 
+mod clock;
 mod format;
 mod writer;
 
@@ -33,11 +35,12 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use format::{escape_json, escape_text, Field, Format, FormatError, Line, Protocol, Stamp};
+pub use clock::Stamp;
+pub use format::{escape_json, escape_text, Field, Format, FormatError, Line, Protocol};
 pub use writer::{Sink, Target, CLOSE_WAIT};
 
 use crate::telemetry::WorkerStats;
-use format::Clock;
+use clock::Clock;
 
 /// What the workers of a process need to log: the sink and how to fill it.
 #[derive(Debug, Clone)]

@@ -30,6 +30,10 @@
 //! the connection after the answer, since a second response would be read as
 //! the next request's. Either way nothing after it is parsed as a request.
 //! A service called through `exchange` reads its body itself (`intake`).
+//!
+//! Past 600 lines: the idle wait's two drivers (io_uring's grace read, epoll's
+//! readiness) and the lingering close are part of one connection's state, and
+//! splitting them would spread `Conn`'s fields over files.
 
 use std::cell::RefMut;
 use std::io;
