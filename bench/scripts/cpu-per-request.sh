@@ -77,17 +77,8 @@ for ((t = 1; t <= trials; t++)); do
 		kill -INT "$server_pid"
 		wait "$server_pid" 2>/dev/null || true
 		server_pid=""
-		python3 - "$name" "$t" "$u0" "$s0" "$u1" "$s1" "$clk" "$tmp/run.json" >>"$tmp/samples.jsonl" <<'PY'
-import json, sys
-name, trial = sys.argv[1], int(sys.argv[2])
-u0, s0, u1, s1, clk = map(int, sys.argv[3:8])
-r = json.load(open(sys.argv[8]))
-n = r["requests"]
-print(json.dumps({"variant": name, "trial": trial, "requests": n, "rps": r["rps"],
-                  "user_us_per_req": (u1 - u0) / clk / n * 1e6,
-                  "sys_us_per_req": (s1 - s0) / clk / n * 1e6,
-                  "cpu_us_per_req": (u1 - u0 + s1 - s0) / clk / n * 1e6}))
-PY
+		python3 "$here/cpu_sample.py" "$name" "$t" "$u0" "$s0" "$u1" "$s1" "$clk" "$tmp/run.json" \
+			>>"$tmp/samples.jsonl"
 		tail -n1 "$tmp/samples.jsonl"
 	done
 done

@@ -139,6 +139,10 @@ impl Pending {
             head.header("user-agent"),
             protocol(head.version),
         );
+        self.push(fields, start);
+    }
+
+    fn push(&mut self, fields: Fields, start: Instant) {
         self.records.push(Record {
             fields,
             start,
@@ -166,13 +170,7 @@ impl Pending {
             None,
             Protocol::Http11,
         );
-        self.records.push(Record {
-            fields,
-            start,
-            status: None,
-            body: 0..0,
-            end: None,
-        });
+        self.push(fields, start);
     }
 
     /// The last opened request was answered `status`; its head ends at
