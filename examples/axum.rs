@@ -26,6 +26,7 @@ use servery::cli;
 fn main() -> ExitCode {
     servery::telemetry::init_logging("warn");
     let router = routes::router();
-    let result = cli::parse().and_then(|cli| cli::run(cli, move |_config| tower::factory(router)));
+    let result =
+        cli::parse().and_then(|cli| cli::run(cli, move |_config| tower::factory(router.clone())));
     result.unwrap_or_else(|e| cli::report(&e))
 }

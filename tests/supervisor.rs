@@ -1662,3 +1662,35 @@ fn supervisor_killed_under_load_its_workers_drain_and_exit(watch: &str) {
     assert!(tally.failures.is_empty(), "{:?}", tally.failures);
     assert!(port_is_free(sup.addr()));
 }
+
+/// A reload applies the file settings to the static files in both
+/// isolation modes: worker threads get services made from the new config,
+/// as worker processes always did.
+fn a_reload_applies_the_file_settings(isolation: &str) {
+    let _g = shared();
+    let config = ConfigFile::new("cache_control = \"max-age=1\"\n");
+    let sup = TestServer::builder()
+        .file("a.txt", "a\n")
+        .isolation(isolation)
+        .args(&["--config", config.arg()])
+        .start();
+    assert_eq!(sup.get("/a.txt").header("cache-control"), Some("max-age=1"));
+    config.write("cache_control = \"max-age=2\"\n");
+    sup.signal(Signal::SIGHUP);
+    let mut seen = None;
+    let ok = wait_until(Duration::from_secs(10), || {
+        seen = sup.get("/a.txt").header("cache-control").map(str::to_owned);
+        seen.as_deref() == Some("max-age=2")
+    });
+    assert!(ok, "still {seen:?} after SIGHUP\n{}", sup.stderr());
+}
+
+#[test]
+fn a_reload_applies_the_file_settings_to_worker_threads() {
+    a_reload_applies_the_file_settings("thread");
+}
+
+#[test]
+fn a_reload_applies_the_file_settings_to_worker_processes() {
+    a_reload_applies_the_file_settings("process");
+}

@@ -153,7 +153,7 @@ fn unknown_choice(e: &clap::Error) -> Option<crate::config::Error> {
 pub fn run<F, M>(cli: Cli, make: M) -> anyhow::Result<ExitCode>
 where
     F: ServiceFactory,
-    M: FnOnce(&Config) -> F,
+    M: Fn(&Config) -> F + Send + 'static,
 {
     match cli.command {
         Command::CheckConfig(args) => {
@@ -203,12 +203,15 @@ fn print(text: &[u8], what: &str) -> anyhow::Result<ExitCode> {
 fn serve<F, M>(config: Config, args: ServeArgs, make: M) -> anyhow::Result<ExitCode>
 where
     F: ServiceFactory,
-    M: FnOnce(&Config) -> F,
+    M: Fn(&Config) -> F + Send + 'static,
 {
     let factory = make(&config);
-    // SIGHUP re-reads the same file and flags.
+    // SIGHUP re-reads the same file and flags, and each generation's
+    // services are made from its own config.
     let reloader = Box::new(move || args.clone().config().map_err(|e| e.to_string()));
-    let server = Server::new(config, factory).with_reloader(reloader);
+    let server = Server::new(config, factory)
+        .with_reloader(reloader)
+        .remaking(Box::new(make));
     forward_signals(server.handle()).context("cannot install signal handlers")?;
     let result = server.run(|ready| {
         let mut out = std::io::stdout().lock();

@@ -17,7 +17,7 @@ use super::generation::Rules;
 use super::machine::{Host, Notice, Plan, Worker};
 use super::member::{Member, Spawn};
 use super::reload::listeners_for;
-use super::{child::ChildWatcher, notify, Error, Event, Reloader};
+use super::{child::ChildWatcher, notify, Error, Event, Reloader, Remake};
 use crate::app::ServiceFactory;
 use crate::config::{Config, Isolation, TlsSource};
 use crate::control::Control;
@@ -27,8 +27,12 @@ use crate::telemetry::{Phase as Readiness, PhaseCell, Snapshot, StatsTable, Work
 use crate::tls::identity::{self, GenerationTls, Identity};
 
 /// A generation's resources.
-pub(crate) struct Resources {
+pub(crate) struct Resources<F> {
     pub config: Arc<Config>,
+    /// What its worker threads make their services with: built from this
+    /// generation's config, so a reload's file settings reach them
+    /// (worker processes build their own from the config they are sent).
+    pub factory: Arc<F>,
     /// `None` once shutdown began: new connections are refused.
     pub listeners: Option<Arc<ListenerPlan>>,
     pub tls: Option<GenerationTls>,
@@ -37,7 +41,7 @@ pub(crate) struct Resources {
     pub access_log: Option<crate::access_log::Setup>,
 }
 
-impl Plan for Resources {
+impl<F> Plan for Resources<F> {
     fn rules(&self) -> Rules {
         Rules::from_config(&self.config)
     }
@@ -76,7 +80,11 @@ impl Worker for Member {
 
 /// The real world.
 pub(crate) struct Live<F> {
+    /// The first generation's factory, and every generation's when there is
+    /// no `remake`.
     pub factory: Arc<F>,
+    /// Builds a generation's factory from its config (`Server::remaking`).
+    pub remake: Option<Remake<F>>,
     pub events: Sender<Event>,
     /// The binary workers re-execute (process isolation).
     pub exe: PathBuf,
@@ -100,7 +108,8 @@ impl<F> Live<F> {
         &mut self,
         config: Arc<Config>,
         listeners: Arc<ListenerPlan>,
-    ) -> Result<Resources, Error> {
+        factory: Arc<F>,
+    ) -> Result<Resources<F>, Error> {
         let tls = match &config.tls {
             None => None,
             Some(t) => {
@@ -141,6 +150,7 @@ impl<F> Live<F> {
         };
         Ok(Resources {
             config,
+            factory,
             listeners: Some(listeners),
             tls,
             access_log,
@@ -160,9 +170,14 @@ impl<F> Live<F> {
 
 impl<F: ServiceFactory> Host for Live<F> {
     type Member = Member;
-    type Plan = Resources;
+    type Plan = Resources<F>;
 
-    fn spawn(&mut self, generation: u64, plan: &Resources, slot: usize) -> Result<Member, Error> {
+    fn spawn(
+        &mut self,
+        generation: u64,
+        plan: &Resources<F>,
+        slot: usize,
+    ) -> Result<Member, Error> {
         let stats = self.stats_for(slot);
         let listeners = plan.listeners.as_ref().ok_or(Error::Spawn {
             worker: slot,
@@ -173,7 +188,7 @@ impl<F: ServiceFactory> Host for Live<F> {
             slot,
             config: &plan.config,
             sockets: &listeners.per_worker[slot],
-            factory: &self.factory,
+            factory: &plan.factory,
             stats: &stats,
             budget: self.budget.as_ref(),
             events: &self.events,
@@ -191,7 +206,7 @@ impl<F: ServiceFactory> Host for Live<F> {
         })
     }
 
-    fn reload(&mut self, current: &Resources) -> Option<Resources> {
+    fn reload(&mut self, current: &Resources<F>) -> Option<Resources<F>> {
         let Some(reloader) = self.reloader.as_mut() else {
             tracing::warn!("SIGHUP: no config source to reload from; still serving");
             return None;
@@ -226,7 +241,13 @@ impl<F: ServiceFactory> Host for Live<F> {
             }
             Ok(Ok(l)) => l,
         };
-        match self.resources(Arc::new(config), listeners) {
+        // The new configuration's services (the binary's file settings);
+        // a factory that does not depend on the config is kept.
+        let factory = match &self.remake {
+            Some(make) => Arc::new(make(&config)),
+            None => self.factory.clone(),
+        };
+        match self.resources(Arc::new(config), listeners, factory) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::error!(error = %e, "reload failed: still serving the old one");

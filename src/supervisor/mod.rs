@@ -280,6 +280,9 @@ impl Handle {
 /// Re-reads the configuration for a reload.
 pub type Reloader = Box<dyn FnMut() -> Result<Config, String> + Send>;
 
+/// Builds the service factory of a generation from its configuration.
+pub type Remake<F> = Box<dyn Fn(&Config) -> F + Send>;
+
 /// A server: a config and a service factory, run by [`Server::run`].
 pub struct Server<F> {
     config: Config,
@@ -289,6 +292,7 @@ pub struct Server<F> {
     stats: StatsTable,
     readiness: Arc<PhaseCell>,
     reloader: Option<Reloader>,
+    remake: Option<Remake<F>>,
     exe: PathBuf,
 }
 
@@ -306,6 +310,7 @@ impl<F: ServiceFactory> Server<F> {
             stats: Arc::new(RwLock::new(stats)),
             readiness: Arc::new(PhaseCell::default()),
             reloader: None,
+            remake: None,
             // Where the binary is now, so a reload after replacing it runs
             // the new one (/proc/self/exe would keep the old inode).
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
@@ -315,6 +320,15 @@ impl<F: ServiceFactory> Server<F> {
     /// How SIGHUP gets the new configuration (the binary re-reads its file).
     pub fn with_reloader(mut self, reloader: Reloader) -> Server<F> {
         self.reloader = Some(reloader);
+        self
+    }
+
+    /// Build each reload's factory from its configuration with `make` (the
+    /// binary's static files: a reload's root and file settings then reach
+    /// worker threads too). Without it every generation shares the factory
+    /// given to [`Server::new`].
+    pub fn remaking(mut self, make: Remake<F>) -> Server<F> {
+        self.remake = Some(make);
         self
     }
 
@@ -355,7 +369,8 @@ impl<F: ServiceFactory> Server<F> {
             None => None,
         };
         let mut host = Live {
-            factory: self.factory,
+            factory: self.factory.clone(),
+            remake: self.remake,
             events: self.tx.clone(),
             exe: self.exe,
             isolation: config.isolation,
@@ -368,7 +383,7 @@ impl<F: ServiceFactory> Server<F> {
             reloader: self.reloader,
             identity: Default::default(),
         };
-        let plan = host.resources(config.clone(), listeners.clone())?;
+        let plan = host.resources(config.clone(), listeners.clone(), self.factory)?;
         let mut machine = Machine::start(host, plan, started, Journal::default());
         let mut on_ready = Some(on_ready);
         let mut listeners = Some(listeners);

@@ -2,10 +2,10 @@
 //! the bytes a server sent, but each server compresses differently, so here the answer is
 //! decoded and compared with the file.
 //!
-//! Flow (up to [`TRIES`] times, [`PAUSE`] apart, while the answer is not yet encoded: a
+//! Flow (up to `TRIES` times, `PAUSE` apart, while the answer is not yet encoded: a
 //! server may send identity until its background compressor has made the variant):
 //! 1. One blocking GET with the scenario's headers and `Connection: close`, read to the end
-//!    (bounded by [`MAX_BYTES`] and the timeout).
+//!    (bounded by `MAX_BYTES` and the timeout).
 //! 2. Parse the head (httparse): the status, `Content-Encoding` must be the scenario's coding,
 //!    and the body is de-chunked when `Transfer-Encoding: chunked` (nginx streams its gzip).
 //! 3. Decode (gzip: flate2) and compare the length and SHA-256 with the file's.
