@@ -479,12 +479,12 @@ fn a_log_nobody_reads_does_not_slow_serving_and_drops_are_counted() {
     assert_eq!(server.get("/a.txt").status, 200);
 }
 
-#[test]
-fn a_drain_writes_every_buffered_line() {
+fn a_drain_writes_every_buffered_line(isolation: &str) {
     let (_dir, path) = log_path();
     // Lines would otherwise wait a minute in a 1 MiB buffer.
     let mut server = TestServer::builder()
         .file("a.txt", "hello\n")
+        .isolation(isolation)
         .args(&[
             "--access-log",
             path.to_str().unwrap(),
@@ -506,6 +506,16 @@ fn a_drain_writes_every_buffered_line() {
     server.signal(Signal::SIGTERM);
     assert!(server.wait_exit(LIMIT).is_some_and(|s| s.success()));
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 200);
+}
+
+#[test]
+fn a_drain_writes_every_buffered_line_of_worker_threads() {
+    a_drain_writes_every_buffered_line("thread");
+}
+
+#[test]
+fn a_drain_writes_every_buffered_line_of_worker_processes() {
+    a_drain_writes_every_buffered_line("process");
 }
 
 #[test]

@@ -102,6 +102,17 @@ pub(crate) struct Live<F> {
     pub identity: Identity,
 }
 
+impl<F> Drop for Live<F> {
+    /// The server is done: the worker threads' last lines are written before
+    /// the process exits. A worker thread may still hold the sink while it
+    /// unwinds, so dropping ours would not close it.
+    fn drop(&mut self) {
+        if let Some((_, setup)) = &self.access_log {
+            setup.sink.close(crate::access_log::CLOSE_WAIT);
+        }
+    }
+}
+
 impl<F> Live<F> {
     /// The resources of a generation from `config` on `listeners`.
     pub(crate) fn resources(

@@ -133,7 +133,8 @@ where
         ),
         None => None,
     };
-    Ok(super::run(WorkerInit {
+    let closing = access_log.as_ref().map(|s| s.sink.clone());
+    let state = super::run(WorkerInit {
         index: init.slot,
         cpu: init.cpu,
         sockets,
@@ -147,5 +148,12 @@ where
         tls_flags: init.tls_flags.clone(),
         tls,
         access_log,
-    }))
+    });
+    // The last lines, handed over at the drain, are written before the
+    // process exits (the signal and control threads keep the sink alive, so
+    // dropping it would not close it).
+    if let Some(sink) = closing {
+        sink.close(crate::access_log::CLOSE_WAIT);
+    }
+    Ok(state)
 }
