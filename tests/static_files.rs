@@ -347,6 +347,33 @@ fn etag_is_strong_and_changes_with_the_file(driver: &str) {
     }
 }
 
+/// Two copies of one file (same size and modification time, other inodes),
+/// as on two replicas of an origin: the same ETag, so a CDN revalidating
+/// against either gets its 304.
+fn copies_of_a_file_share_its_etag(driver: &str) {
+    let site = site();
+    let a = site.root.join("plain.txt");
+    let b = site.root.join("copy.txt");
+    fs::copy(&a, &b).expect("copy");
+    let mtime = fs::metadata(&a).and_then(|m| m.modified()).expect("mtime");
+    fs::File::options()
+        .write(true)
+        .open(&b)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("set mtime");
+    let server = serve(driver, &site.root, &[]);
+    let tag = get(&server, "/plain.txt", &[])
+        .header("etag")
+        .expect("ETag")
+        .to_owned();
+    assert_eq!(
+        get(&server, "/copy.txt", &[]).header("etag"),
+        Some(tag.as_str())
+    );
+    let again = get(&server, "/copy.txt", &[("If-None-Match", tag.as_str())]);
+    assert_eq!(again.status, 304);
+}
+
 fn each_encoding_has_its_own_etag(driver: &str) {
     let site = site();
     let server = serve(driver, &site.root, &[]);
@@ -1520,6 +1547,7 @@ fn traversal_attempts_never_leak_outside_root(driver: &str) {
 
 driver_tests! {
     etag_is_strong_and_changes_with_the_file,
+    copies_of_a_file_share_its_etag,
     each_encoding_has_its_own_etag,
     last_modified_is_the_file_mtime,
     accept_ranges_is_bytes,

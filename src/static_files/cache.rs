@@ -274,12 +274,8 @@ impl Files {
         meta: &std::fs::Metadata,
     ) -> Result<Rep, Error> {
         let identity = Identity::of(meta);
-        let etag = conditional::etag_for(
-            identity.ino,
-            identity.len,
-            identity.mtime_ns,
-            coding.map(|c| c.token()),
-        );
+        let etag =
+            conditional::etag_for(identity.len, identity.mtime_ns, coding.map(|c| c.token()));
         let mut rep = Rep {
             coding,
             file: Rc::new(File::from(OwnedFd::from(

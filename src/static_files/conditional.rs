@@ -91,14 +91,20 @@ pub(crate) fn evaluate(headers: &Headers<'_>, validators: &Validators<'_>) -> Pr
     Precondition::Proceed { honor_range }
 }
 
-/// A strong ETag for a file, quoted: `"<ino>-<len>-<mtime_ns>"` in hex, plus `+<coding>` for a
+/// A strong ETag for a file, quoted: `"<len>-<mtime_ns>"` in hex, plus `+<coding>` for a
 /// content-coded variant. RFC 9110 §8.8.3.3: each content coding is a different representation
 /// and must carry a different strong tag, or a cache could answer a gzip request with brotli
 /// bytes. Pass the metadata of the file actually sent (e.g. the `.br` sibling's).
 ///
+/// No inode: replicas of an origin (pods, or servers behind one CDN) serve copies of the same
+/// files, with the same sizes and modification times (`cp -p`, `rsync -t`, an image layer) but
+/// their own inodes, and a CDN revalidating against any of them must get its 304. nginx's tag
+/// is the same two facts (`<mtime_s>-<len>`); servery's mtime has nanoseconds. The open-file
+/// cache still tells files apart by inode (`cache::Identity`).
+///
 /// Hex digits and `-` never contain `+`, so base and coding cannot run into each other.
-pub(crate) fn etag_for(ino: u64, len: u64, mtime_ns: i128, encoding: Option<&str>) -> String {
-    let mut etag = format!("\"{ino:x}-{len:x}-{mtime_ns:x}");
+pub(crate) fn etag_for(len: u64, mtime_ns: i128, encoding: Option<&str>) -> String {
+    let mut etag = format!("\"{len:x}-{mtime_ns:x}");
     if let Some(coding) = encoding {
         etag.push('+');
         // §8.8.3: only etagc may appear inside the quotes.
@@ -537,20 +543,20 @@ mod tests {
 
     #[test]
     fn etag_for_is_strong_quoted_and_well_formed() {
-        let etag = etag_for(0x1234, 4096, 1_700_000_000_123_456_789, None);
-        assert_eq!(etag, "\"1234-1000-17979cfe3d85cd15\"");
+        let etag = etag_for(4096, 1_700_000_000_123_456_789, None);
+        assert_eq!(etag, "\"1000-17979cfe3d85cd15\"");
         let tag = EntityTag::parse(etag.as_bytes()).unwrap();
         assert!(!tag.weak);
-        let negative = etag_for(1, 1, -1, Some("br"));
+        let negative = etag_for(1, -1, Some("br"));
         assert!(EntityTag::parse(negative.as_bytes()).is_some());
     }
 
     #[test]
     fn etag_for_differs_per_encoding() {
-        let identity = etag_for(7, 100, 42, None);
-        let brotli = etag_for(7, 100, 42, Some("br"));
-        let gzip = etag_for(7, 100, 42, Some("gzip"));
-        assert_eq!(brotli, "\"7-64-2a+br\"");
+        let identity = etag_for(100, 42, None);
+        let brotli = etag_for(100, 42, Some("br"));
+        let gzip = etag_for(100, 42, Some("gzip"));
+        assert_eq!(brotli, "\"64-2a+br\"");
         assert_ne!(identity, brotli);
         assert_ne!(brotli, gzip);
         assert_ne!(identity, gzip);
@@ -558,9 +564,10 @@ mod tests {
 
     #[test]
     fn etag_for_changes_with_each_input() {
-        let base = etag_for(1, 2, 3, None);
-        assert_ne!(base, etag_for(9, 2, 3, None));
-        assert_ne!(base, etag_for(1, 9, 3, None));
-        assert_ne!(base, etag_for(1, 2, 9, None));
+        let base = etag_for(2, 3, None);
+        assert_ne!(base, etag_for(9, 3, None));
+        assert_ne!(base, etag_for(2, 9, None));
+        // Copies of one file on two replicas: the same tag.
+        assert_eq!(base, etag_for(2, 3, None));
     }
 }

@@ -120,7 +120,7 @@ impl Compression {
     pub(super) fn on_the_fly(&self, identity: &Identity) -> OnTheFly {
         let tag = |coding: Coding| {
             let suffix = format!("{}.{}", coding.token(), self.level(coding));
-            conditional::etag_for(identity.ino, identity.len, identity.mtime_ns, Some(&suffix))
+            conditional::etag_for(identity.len, identity.mtime_ns, Some(&suffix))
         };
         OnTheFly {
             etags: Coding::PREFERENCE.map(tag),
