@@ -273,6 +273,9 @@ pick_port() {
 server_pid=""
 work=""
 prefix=""
+# The tee that copies the output into the log, waited for at the end so the
+# log's last lines are on disk before the machine's session ends.
+tee_pid=""
 # shellcheck disable=SC2317 # called by the trap
 run_cleanup() {
 	local rc=$?
@@ -280,6 +283,11 @@ run_cleanup() {
 	[[ -n $server_pid ]] && { stop_pid "$server_pid" 5 || true; }
 	[[ -n $work ]] && rm -rf "$work"
 	[[ -n $prefix ]] && rm -rf "$prefix"
+	((rc == 0)) || log "failed (exit $rc)"
+	if [[ -n $tee_pid ]]; then
+		exec 1>&- 2>&-
+		wait "$tee_pid" 2>/dev/null || true
+	fi
 	exit "$rc"
 }
 
@@ -339,6 +347,7 @@ run_kit() {
 	logfile=$out_dir/scaling-kit-$stamp.log
 	# Everything from here on goes to the terminal and the log.
 	exec > >(tee -a "$logfile") 2>&1
+	tee_pid=$!
 	log "kit $kit ($(head -n2 "$kit/MANIFEST" | tail -n1)); output in $out_dir"
 	trap run_cleanup EXIT INT TERM
 
@@ -403,7 +412,10 @@ run_kit() {
 	"$kit/bin/servery-load" matrix --preset scaling "${workers_flag[@]}" \
 		--repo "$root" --out "$out_dir" \
 		--servery-bin "$kit/bin/servery" --hello-bin "$kit/bin/hello"
-	log "whole run: $((SECONDS - started)) s (budget 480 s$( ((dry_run)) && echo '; dry run: under 300 s'))"
+	local took=$((SECONDS - started)) budget=480
+	((dry_run)) && budget=300
+	log "whole run: $took s (budget $budget s)"
+	((took <= budget)) || warn "the run took longer than its $budget s budget"
 }
 
 case $command in
