@@ -5,7 +5,7 @@
 # folders (64 MiB together) travel.
 #
 #   scripts/scaling-kit.sh build                  # here, with cargo and apt
-#   scripts/scaling-kit.sh run [--dry-run] [--out DIR] [--kit DIR]   # there
+#   scripts/scaling-kit.sh run [--dry-run] [--out DIR] [--kit DIR] [-- MATRIX_FLAGS...]
 #
 # build puts into one git-ignored folder (kit/ at the repository root,
 # ignored by .gitignore):
@@ -46,7 +46,9 @@
 #      the client on the other, in under 5 minutes), which prints its planned
 #      total, shows progress on stderr, and writes matrix-STAMP.json, .md and
 #      two .svg charts into --out (default bench/results); this script's
-#      whole output goes to scaling-kit-STAMP.log beside them.
+#      whole output goes to scaling-kit-STAMP.log beside them. Flags after
+#      `--` go to the matrix as they are, after the preset's (a partial rerun:
+#      `-- --scenarios static-1k-pipelined`).
 #
 # On the lent machine (docs/benchmarks.md, "Scaling kit (issue 15)"): carry
 # "kit", and run `scripts/scaling-kit.sh run --out "$OUT"`.
@@ -71,13 +73,15 @@ readonly TRIPLET=x86_64-linux-gnu
 usage() {
 	cat <<USAGE
 usage: ${0##*/} build [--kit DIR]
-       ${0##*/} run [--dry-run] [--out DIR] [--kit DIR]
+       ${0##*/} run [--dry-run] [--out DIR] [--kit DIR] [-- MATRIX_FLAGS...]
 build (here): release binaries, nginx, h2o and the libraries they need that a
   minimal Debian base lacks, in one git-ignored folder (default: kit/).
 run (on the lent machine, or here with --dry-run): unpack the peers into
   KIT/prefix, check every server's answer, run servery-load matrix --preset
   scaling into --out (default: bench/results).
   --dry-run   the same with --workers 1 (a 2-core machine; under 5 minutes)
+  -- FLAGS    passed to servery-load matrix after the preset's, e.g.
+              -- --scenarios static-1k-pipelined (a partial rerun)
 USAGE
 }
 
@@ -90,12 +94,18 @@ shift
 kit=$root/kit
 out_dir=$root/bench/results
 dry_run=0
+matrix_extra=()
 while (($#)); do
 	case $1 in
 	--kit | --out) need_value "$1" "${2:-}" ;;&
 	--kit) kit=$2 && shift ;;
 	--out) out_dir=$2 && shift ;;
 	--dry-run) dry_run=1 ;;
+	--)
+		shift
+		matrix_extra=("$@")
+		break
+		;;
 	-h | --help)
 		usage
 		exit 0
@@ -408,10 +418,10 @@ run_kit() {
 
 	# 4. The matrix.
 	((dry_run)) && workers_flag=(--workers 1)
-	log "servery-load matrix --preset scaling ${workers_flag[*]}"
+	log "servery-load matrix --preset scaling ${workers_flag[*]} ${matrix_extra[*]}"
 	"$kit/bin/servery-load" matrix --preset scaling "${workers_flag[@]}" \
 		--repo "$root" --out "$out_dir" \
-		--servery-bin "$kit/bin/servery" --hello-bin "$kit/bin/hello"
+		--servery-bin "$kit/bin/servery" --hello-bin "$kit/bin/hello" "${matrix_extra[@]}"
 	local took=$((SECONDS - started)) budget=480
 	((dry_run)) && budget=300
 	log "whole run: $took s (budget $budget s)"
