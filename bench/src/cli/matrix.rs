@@ -40,12 +40,14 @@ pub struct MatrixArgs {
     /// Warm-up before each window [default: 3s; --quick: 1s].
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub warmup: Option<Duration>,
-    /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
+    /// Scenarios, comma-separated [default: static-1k, static-64k, static-8m,
     /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k,
-    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js]. Each is measured on
-    /// the servers that can serve it: app-json and app-post-4k on servery and axum-tokio,
-    /// gzip-64k-js on servery and nginx, the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over HTTP/2, loaded
-    /// by h2load (skipped, with a note, when h2load or curl is not installed).
+    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js; also
+    /// static-1k-pipelined and app-1k-pipelined, 8 requests in flight per connection, when
+    /// named or in --preset scaling]. Each is measured on the servers that can serve it:
+    /// app-json and app-post-4k on servery and axum-tokio, gzip-64k-js on servery and nginx,
+    /// the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over
+    /// HTTP/2, loaded by h2load (skipped, with a note, when h2load or curl is not installed).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
     /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
