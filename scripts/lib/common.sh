@@ -85,7 +85,7 @@ wait_line() {
 # SIGKILL. Reaps PID if it is our child. Returns PID's exit status when it
 # exited by itself after SIGTERM, 0 when it was already gone.
 stop_pid() {
-	local pid=$1 grace_s=${2:-10} tries rc=0
+	local pid=$1 grace_s=${2:-10} tries rc=0 state
 	kill -0 "$pid" 2>/dev/null || {
 		wait "$pid" 2>/dev/null || true
 		return 0
@@ -94,11 +94,13 @@ stop_pid() {
 	tries=$((grace_s * 20))
 	while ((tries-- > 0)) && kill -0 "$pid" 2>/dev/null; do
 		# A child that has exited but is not reaped still answers kill -0;
-		# its /proc state is Z.
-		[[ $(proc_state "$pid") == Z ]] && break
+		# its /proc state is Z. No state at all: bash reaped it meanwhile.
+		state=$(proc_state "$pid")
+		[[ -z $state || $state == Z ]] && break
 		sleep 0.05
 	done
-	if kill -0 "$pid" 2>/dev/null && [[ $(proc_state "$pid") != Z ]]; then
+	state=$(proc_state "$pid")
+	if kill -0 "$pid" 2>/dev/null && [[ -n $state && $state != Z ]]; then
 		warn "pid $pid ignored SIGTERM for ${grace_s}s; sending SIGKILL"
 		kill -KILL "$pid" 2>/dev/null || true
 	fi

@@ -13,6 +13,7 @@ use clap::Args;
 use super::parse;
 use crate::matrix;
 use crate::matrix::h2load;
+use crate::matrix::preset::Preset;
 use crate::matrix::scenario::Scenario;
 use crate::matrix::server::Server;
 use crate::plan::CpuSet;
@@ -21,8 +22,15 @@ use crate::plan::CpuSet;
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
     /// 3 trials × 3 s after a 1 s warm-up (explicit --trials/--duration/--warmup still win).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "preset")]
     pub quick: bool,
+    /// A named matrix. `scaling` (issue 15): static-1k, app-1k, static-64k and the pipelined
+    /// series static-1k-pipelined and app-1k-pipelined on servery-thread, servery-process,
+    /// nginx and h2o at 1, 2, 4 and 8 workers, 3 trials × 1 s after 0.5 s, planned to end
+    /// within 8 minutes with start-up (refused before it starts if it would not). Explicit
+    /// flags still win.
+    #[arg(long, value_parser = parse::preset, value_name = "NAME")]
+    pub preset: Option<Preset>,
     /// Trials per point [default: 7; --quick: 3].
     #[arg(long, value_name = "N")]
     pub trials: Option<NonZeroUsize>,
@@ -32,12 +40,14 @@ pub struct MatrixArgs {
     /// Warm-up before each window [default: 3s; --quick: 1s].
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub warmup: Option<Duration>,
-    /// Scenarios, comma-separated [default: all: static-1k, static-64k, static-8m,
+    /// Scenarios, comma-separated [default: static-1k, static-64k, static-8m,
     /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k,
-    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js]. Each is measured on
-    /// the servers that can serve it: app-json and app-post-4k on servery and axum-tokio,
-    /// gzip-64k-js on servery and nginx, the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over HTTP/2, loaded
-    /// by h2load (skipped, with a note, when h2load or curl is not installed).
+    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js; also
+    /// static-1k-pipelined and app-1k-pipelined, 8 requests in flight per connection, when
+    /// named or in --preset scaling]. Each is measured on the servers that can serve it:
+    /// app-json and app-post-4k on servery and axum-tokio, gzip-64k-js on servery and nginx,
+    /// the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over
+    /// HTTP/2, loaded by h2load (skipped, with a note, when h2load or curl is not installed).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
     /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
@@ -104,40 +114,53 @@ impl MatrixArgs {
     /// The matrix these flags describe, defaults filled in.
     pub fn options(&self) -> matrix::Options {
         let repo = self.repo.clone().unwrap_or_else(default_repo);
-        let pick = |given: Option<Duration>, quick: Duration, normal: Duration| {
-            given.unwrap_or(if self.quick { quick } else { normal })
+        // The defaults: a preset's plan, else `--quick`'s, else the seed's.
+        let plan = self.preset.map(Preset::plan);
+        let pick = |given: Option<Duration>, preset: Option<Duration>, quick, normal| {
+            given
+                .or(preset)
+                .unwrap_or(if self.quick { quick } else { normal })
         };
         matrix::Options {
-            scenarios: if self.scenarios.is_empty() {
-                Scenario::ALL.to_vec()
-            } else {
-                self.scenarios.clone()
-            },
-            servers: if self.servers.is_empty() {
-                Server::ALL.to_vec()
-            } else {
-                self.servers.clone()
-            },
+            scenarios: or_default(
+                &self.scenarios,
+                plan.as_ref()
+                    .map_or_else(Scenario::default_set, |p| p.scenarios.clone()),
+            ),
+            servers: or_default(
+                &self.servers,
+                plan.as_ref()
+                    .map_or_else(|| Server::ALL.to_vec(), |p| p.servers.clone()),
+            ),
             workers: if self.workers.is_empty() {
-                matrix::DEFAULT_WORKERS.to_vec()
+                plan.as_ref()
+                    .map_or_else(|| matrix::DEFAULT_WORKERS.to_vec(), |p| p.workers.clone())
             } else {
                 self.workers.iter().map(|w| w.get()).collect()
             },
             trials: self.trials.map_or(
-                if self.quick {
-                    matrix::QUICK_TRIALS
-                } else {
-                    matrix::DEFAULT_TRIALS
+                match (&plan, self.quick) {
+                    (Some(p), _) => p.trials,
+                    (None, true) => matrix::QUICK_TRIALS,
+                    (None, false) => matrix::DEFAULT_TRIALS,
                 },
                 NonZeroUsize::get,
             ),
             duration: pick(
                 self.duration,
+                plan.as_ref().map(|p| p.duration),
                 matrix::QUICK_DURATION,
                 matrix::DEFAULT_DURATION,
             ),
-            warmup: pick(self.warmup, matrix::QUICK_WARMUP, matrix::DEFAULT_WARMUP),
+            warmup: pick(
+                self.warmup,
+                plan.as_ref().map(|p| p.warmup),
+                matrix::QUICK_WARMUP,
+                matrix::DEFAULT_WARMUP,
+            ),
             quick: self.quick,
+            preset: self.preset,
+            budget: plan.as_ref().map(|p| p.budget),
             server_cpus: self.server_cpus.clone(),
             client_cpus: self.client_cpus.clone(),
             servery_bin: self.servery_bin.clone(),
@@ -165,6 +188,15 @@ impl MatrixArgs {
             repo,
             command: std::env::args().collect(),
         }
+    }
+}
+
+/// `given` when the flag was given, else `default`.
+fn or_default<T: Clone>(given: &[T], default: Vec<T>) -> Vec<T> {
+    if given.is_empty() {
+        default
+    } else {
+        given.to_vec()
     }
 }
 
@@ -296,5 +328,33 @@ mod tests {
         assert_eq!(h2.h2.transport, h2load::Transport::H2c);
         assert_eq!(h2.h2.in_flight(), 128);
         assert!(parse(&["matrix", "--h2-streams", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_scaling_preset_fills_the_defaults_and_flags_still_win() {
+        let options = |args: &[&str]| match parse(args).expect("parse").command {
+            Some(Command::Matrix(m)) => m.options(),
+            _ => panic!("matrix not recognised"),
+        };
+        let scaling = options(&["matrix", "--preset", "scaling", "--out", "/tmp/x"]);
+        let plan = Preset::Scaling.plan();
+        assert_eq!(scaling.scenarios, plan.scenarios);
+        assert_eq!(scaling.servers, plan.servers);
+        assert_eq!(scaling.workers, [1, 2, 4, 8]);
+        assert_eq!(
+            (scaling.trials, scaling.warmup, scaling.duration),
+            (3, Duration::from_millis(500), Duration::from_secs(1))
+        );
+        assert_eq!(scaling.budget, Some(Duration::from_secs(480)));
+        assert_eq!(scaling.preset, Some(Preset::Scaling));
+        assert_eq!(scaling.out_dir, PathBuf::from("/tmp/x"));
+        // The kit's dry run: the same preset, one worker.
+        let dry = options(&["matrix", "--preset", "scaling", "--workers", "1"]);
+        assert_eq!((dry.workers, dry.scenarios.len()), (vec![1], 5));
+        let plain = options(&["matrix"]);
+        assert_eq!((plain.preset, plain.budget), (None, None));
+        assert!(!plain.scenarios.iter().any(|s| s.is_pipelined()));
+        assert!(parse(&["matrix", "--preset", "scaling", "--quick"]).is_err());
+        assert!(parse(&["matrix", "--preset", "fast"]).is_err());
     }
 }

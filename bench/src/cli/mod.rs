@@ -59,11 +59,23 @@ pub enum Command {
     /// (identity and every raw trial), a markdown table file and two SVG charts, prints the
     /// tables, and shows progress on stderr.
     Matrix(MatrixArgs),
+    /// Write the matrix's docroot (the files every static and app-1k scenario serves, the same
+    /// bytes on every run) into DIR and print each file's name, length and SHA-256, one per
+    /// line: what scripts/scaling-kit.sh checks each server against before a run.
+    Docroot(DocrootArgs),
     /// A minimal io_uring responder (one pinned thread, a fixed response to every request
     /// head) for measuring receive and send mechanisms servery's runtime does not expose:
     /// multishot receive over provided buffers, zero-copy send, against single-shot receive.
     /// For decision records (docs/decisions/), not a server.
     Probe(ProbeArgs),
+}
+
+/// `servery-load docroot` options.
+#[derive(Debug, Args)]
+pub struct DocrootArgs {
+    /// Directory to write the files into (created if missing; files there are overwritten).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// `servery-load probe` options.
@@ -249,6 +261,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Some(Command::Matrix(args)) => matrix::run(&args),
+        Some(Command::Docroot(args)) => {
+            let files = crate::matrix::scenario::write_docroot(&args.dir)
+                .with_context(|| format!("cannot write the docroot into {}", args.dir.display()))?;
+            for (name, length, sha256) in files {
+                println!("{name} {length} {sha256}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Probe(args)) => {
             crate::probe::run(&crate::probe::Options {
                 bind: args.bind,

@@ -48,6 +48,12 @@ pub(crate) fn scenario(text: &str) -> Result<Scenario, String> {
     })
 }
 
+/// A matrix preset by name.
+pub(crate) fn preset(text: &str) -> Result<crate::matrix::preset::Preset, String> {
+    crate::matrix::preset::Preset::parse(text.trim())
+        .ok_or_else(|| format!("unknown preset {text:?}; the one preset is scaling"))
+}
+
 /// A matrix server by name.
 pub(crate) fn server(text: &str) -> Result<Server, String> {
     Server::parse(text.trim()).ok_or_else(|| {

@@ -86,6 +86,16 @@ fn sits_out(server: Server) -> &'static str {
     }
 }
 
+/// How many trials `lineups` make at `workers` with `trials` each: a server runs only the
+/// worker counts it can ([`Lineup::at`]).
+pub fn trials(lineups: &[Lineup], workers: &[usize], trials: usize) -> usize {
+    lineups
+        .iter()
+        .map(|l| workers.iter().map(|&n| l.at(n).len()).sum::<usize>())
+        .sum::<usize>()
+        * trials
+}
+
 /// Step 2: the programs of this checkout the lineups run, each once.
 pub fn needed(lineups: &[Lineup]) -> Vec<Program> {
     let mut programs: Vec<Program> = lineups
@@ -242,7 +252,7 @@ pub fn app_notes(lineups: &[Lineup]) -> Vec<String> {
             .any(|l| l.scenario == scenario && l.servers.iter().any(server))
     };
     let mut notes = Vec::new();
-    let hello: Vec<&str> = [Scenario::App1k, Scenario::H2App1k]
+    let hello: Vec<&str> = [Scenario::App1k, Scenario::H2App1k, Scenario::App1kPipelined]
         .into_iter()
         .filter(|&s| measured(s, |s| !s.is_servery()))
         .map(|s| s.name())
@@ -453,6 +463,8 @@ mod tests {
             "{notes:?}"
         );
         assert!(worker_notes(&lineups, &[1]).is_empty());
+        // 3 at one worker, 2 at each of two more, 3 trials each.
+        assert_eq!(trials(&lineups, &[1, 2, 4], 3), (3 + 2 + 2) * 3);
         let (statics, _) = wanted(&[Scenario::Static1k], &Server::ALL);
         assert!(worker_notes(&statics, &[1, 2]).is_empty());
     }

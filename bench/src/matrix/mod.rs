@@ -19,9 +19,10 @@
 //!    ([`lineup::with_h2_tools`]); record the [`identity`]. Pin this thread to a client CPU.
 //! 3. Write the docroot ([`scenario`]) into a temp directory, and the peers' TLS
 //!    [`certificate`] when h2 scenarios run over TLS with a peer.
-//! 4. For each scenario, worker count and trial, for each server of the lineup that runs that
-//!    many workers, in the trial's rotated order (`trial`): start it on a fresh port under
-//!    `taskset`, wait for its first valid answer, validate the scenario's request, run warm-up
+//! 4. Estimate the whole run ([`preset::estimate`]), print it, and refuse it if it is longer
+//!    than the budget (`--preset scaling`: 8 minutes). For each scenario, worker count and
+//!    trial, for each server of the lineup that runs that many workers, in the trial's
+//!    rotated order (`trial`): start it on a fresh port under `taskset`, wait for its first valid answer, validate the scenario's request, run warm-up
 //!    and window while sampling its memory, read its CPU time at the window's edges, stop it.
 //! 5. Summarize each point ([`point`]), compute scaling, render the tables ([`render`]) and
 //!    charts ([`chart`]), write the files.
@@ -35,6 +36,7 @@ pub mod h2load;
 pub mod identity;
 pub mod lineup;
 pub mod point;
+pub mod preset;
 pub mod probe;
 pub mod procfs;
 pub mod programs;
@@ -60,6 +62,7 @@ use cores::{Assignment, Topology};
 use identity::Identity;
 use lineup::Lineup;
 use point::Point;
+use preset::Preset;
 use programs::{Program, Programs};
 use progress::Progress;
 use scenario::Scenario;
@@ -93,6 +96,11 @@ pub struct Options {
     pub duration: Duration,
     pub warmup: Duration,
     pub quick: bool,
+    /// The named matrix these options came from, if any.
+    pub preset: Option<Preset>,
+    /// The whole run must fit in this ([`preset::estimate`]); a plan that does not is refused
+    /// before any server starts.
+    pub budget: Option<Duration>,
     pub server_cpus: Option<CpuSet>,
     pub client_cpus: Option<CpuSet>,
     /// Prebuilt binaries; when absent the matrix runs `cargo build --release` for those its
@@ -135,6 +143,13 @@ pub enum Error {
     Chart(#[from] chart::Error),
     #[error("cannot make the peers' TLS certificate: {0}")]
     Certificate(#[from] certificate::Error),
+    #[error("{trials} trials would take about {} with start-up, more than the budget of {}; \
+             pass fewer --scenarios, --servers or --workers, or a shorter --duration", progress::clock(*planned), progress::clock(*budget))]
+    OverBudget {
+        trials: usize,
+        planned: Duration,
+        budget: Duration,
+    },
 }
 
 /// The files a run wrote, and its tables.
@@ -150,6 +165,11 @@ pub struct Outcome {
 #[derive(Clone, Debug, Serialize)]
 struct Settings {
     quick: bool,
+    preset: Option<Preset>,
+    /// The plan's estimate of the whole run, start-up included ([`preset::estimate`]), and
+    /// its budget, if it has one.
+    planned_s: f64,
+    budget_s: Option<f64>,
     trials: usize,
     duration_s: f64,
     warmup_s: f64,
@@ -162,6 +182,8 @@ struct Settings {
     static_connections: usize,
     large_connections: usize,
     app_connections: usize,
+    /// Requests in flight per connection in the `*-pipelined` scenarios.
+    pipeline_depth: usize,
     /// The h2 scenarios' h2load settings, and the streams they keep in flight.
     h2: h2load::Settings,
     h2_streams_in_flight: usize,
@@ -315,7 +337,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
     // 3. Docroot.
     let work = WorkDir::create()?;
     let docroot = work.path.join("docroot");
-    scenario::write_docroot(&docroot).map_err(|source| Error::Io {
+    let _files = scenario::write_docroot(&docroot).map_err(|source| Error::Io {
         path: docroot.clone(),
         source,
     })?;
@@ -328,9 +350,34 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         _ => None,
     };
 
-    // 4. Trials.
+    // 4. Trials, after the plan's length is known and fits.
+    let total = lineup::trials(&lineups, &workers, options.trials);
+    let planned = preset::estimate(total, options.warmup, options.duration);
+    eprintln!(
+        "matrix: plan: {total} trials × ({} s warm-up + {} s window + {} s start/stop) + {} s \
+         start-up ≈ {}{}",
+        options.warmup.as_secs_f64(),
+        options.duration.as_secs_f64(),
+        preset::TRIAL_OVERHEAD.as_secs_f64(),
+        preset::STARTUP.as_secs_f64(),
+        progress::clock(planned),
+        options
+            .budget
+            .map(|b| format!(" (budget {})", progress::clock(b)))
+            .unwrap_or_default()
+    );
+    if let Some(budget) = options.budget.filter(|&b| planned > b) {
+        return Err(Error::OverBudget {
+            trials: total,
+            planned,
+            budget,
+        });
+    }
     let settings = Settings {
         quick: options.quick,
+        preset: options.preset,
+        planned_s: planned.as_secs_f64(),
+        budget_s: options.budget.map(|b| b.as_secs_f64()),
         trials: options.trials,
         duration_s: options.duration.as_secs_f64(),
         warmup_s: options.warmup.as_secs_f64(),
@@ -342,6 +389,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         static_connections: scenario::STATIC_CONNECTIONS,
         large_connections: scenario::LARGE_CONNECTIONS,
         app_connections: scenario::APP_CONNECTIONS,
+        pipeline_depth: scenario::PIPELINE_DEPTH,
         h2: options.h2,
         h2_streams_in_flight: options.h2.in_flight(),
         client_bound_busy: stats::CLIENT_BOUND_BUSY,
@@ -356,11 +404,6 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         h2: options.h2,
         certificate: certificate.as_ref(),
     };
-    let total: usize = lineups
-        .iter()
-        .map(|l| workers.iter().map(|&n| l.at(n).len()).sum::<usize>())
-        .sum::<usize>()
-        * options.trials;
     let guess = options.warmup + options.duration + Duration::from_millis(500);
     let mut progress = Progress::new(total, guess);
     let mut points: Vec<Point> = Vec::new();
@@ -563,6 +606,26 @@ fn markdown(
         settings.large_connections,
         settings.app_connections
     );
+    if settings.lineups.iter().any(|l| l.scenario.is_pipelined()) {
+        let _ = writeln!(
+            out,
+            "- `*-pipelined` scenarios: their base scenario's request, connections and answer \
+             with {} requests in flight per connection, written in one batch",
+            settings.pipeline_depth
+        );
+    }
+    if let Some(preset) = settings.preset {
+        let _ = writeln!(
+            out,
+            "- Preset `{}`: planned {} with start-up{}",
+            preset.name(),
+            progress::clock(Duration::from_secs_f64(settings.planned_s)),
+            settings
+                .budget_s
+                .map(|b| format!(", budget {}", progress::clock(Duration::from_secs_f64(b))))
+                .unwrap_or_default()
+        );
+    }
     if settings.lineups.iter().any(|l| l.scenario.is_h2()) {
         let h2 = &settings.h2;
         let _ = writeln!(

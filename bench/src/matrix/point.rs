@@ -102,6 +102,9 @@ pub struct Summary {
     pub invalid: bool,
     /// Against the same server's 1-worker point in the same scenario (filled in afterwards).
     pub scaling: Option<Scaling>,
+    /// Ready PSS each worker beyond the first adds, against the same server's 1-worker point
+    /// in the same scenario, KiB ([`stats::per_extra_worker`]; filled in with `scaling`).
+    pub pss_per_extra_worker_kib: Option<f64>,
     pub start_ms: Option<f64>,
     pub ready_ms: Option<f64>,
     pub ready_rss_kib: Option<f64>,
@@ -166,6 +169,7 @@ pub fn summarize(trials: &[Trial]) -> Summary {
         empty_trials: empty,
         invalid: errors > 0 || failed > 0 || empty > 0 || reports.is_empty(),
         scaling: None,
+        pss_per_extra_worker_kib: None,
         start_ms: stats::median(&of(&|t| Some(t.ready?.start_ms))),
         ready_ms: stats::median(&of(&|t| Some(t.ready?.ready_ms))),
         ready_rss_kib: stats::median(&of(&|t| Some(t.ready_memory?.rss_kib as f64))),
@@ -188,20 +192,26 @@ pub fn summarize(trials: &[Trial]) -> Summary {
     }
 }
 
-/// Sets each point's scaling against the same server's 1-worker point of the same scenario.
+/// Sets each point's scaling, and the ready PSS each extra worker adds, against the same
+/// server's 1-worker point of the same scenario.
 pub fn fill_scaling(points: &mut [Point]) {
-    let baselines: Vec<(Scenario, Server, f64)> = points
+    let baselines: Vec<(Scenario, Server, Summary)> = points
         .iter()
         .filter(|p| p.workers == 1)
-        .filter_map(|p| Some((p.scenario, p.server, p.summary.rps_median?)))
+        .map(|p| (p.scenario, p.server, p.summary.clone()))
         .collect();
     for point in points.iter_mut() {
         let base = baselines
             .iter()
             .find(|(sc, sv, _)| *sc == point.scenario && *sv == point.server)
-            .map(|b| b.2);
-        point.summary.scaling = match (point.summary.rps_median, base) {
+            .map(|b| &b.2);
+        let s = &mut point.summary;
+        s.scaling = match (s.rps_median, base.and_then(|b| b.rps_median)) {
             (Some(rps), Some(base)) => stats::scaling(rps, base, point.workers),
+            _ => None,
+        };
+        s.pss_per_extra_worker_kib = match (s.ready_pss_kib, base.and_then(|b| b.ready_pss_kib)) {
+            (Some(pss), Some(base)) => stats::per_extra_worker(pss, base, point.workers),
             _ => None,
         };
     }
@@ -354,9 +364,15 @@ pub(crate) mod tests {
             point(Server::Nginx, 2, 150.0),
             point(Server::H2o, 2, 150.0),
         ];
+        points[0].summary.ready_pss_kib = Some(4096.0);
+        points[1].summary.ready_pss_kib = Some(6144.0);
+        points[2].summary.ready_pss_kib = Some(6144.0);
         fill_scaling(&mut points);
         assert_eq!(points[0].summary.scaling.map(|s| s.factor), Some(1.0));
         assert_eq!(points[1].summary.scaling.map(|s| s.efficiency), Some(0.75));
         assert_eq!(points[2].summary.scaling, None);
+        assert_eq!(points[0].summary.pss_per_extra_worker_kib, None);
+        assert_eq!(points[1].summary.pss_per_extra_worker_kib, Some(2048.0));
+        assert_eq!(points[2].summary.pss_per_extra_worker_kib, None);
     }
 }

@@ -120,18 +120,19 @@ fn startup(out: &mut String, points: &[Point]) {
          handshake included). RSS and PSS are summed over the server's process tree \
          (`/proc/PID/smaps_rollup`) at ready and at their peak during the trial. CPU: utime + \
          stime of the tree over the timed window, as cores used and as µs per request. \
-         Medians over trials.\n\n",
+         PSS / extra worker: (ready PSS at N workers − ready PSS at 1) / (N − 1), against the \
+         same server's 1-worker point. Medians over trials.\n\n",
     );
     out.push_str(
         "| Runtime / workload | Workers | Start | Ready | Ready RSS | Ready PSS | CPU cores used \
-         | CPU µs/req | Peak RSS | Peak PSS |\n",
+         | CPU µs/req | Peak RSS | Peak PSS | PSS / extra worker |\n",
     );
-    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for p in points {
         let s = &p.summary;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             runtime(p),
             p.workers,
             s.start_ms.map_or_else(dash, millis),
@@ -143,6 +144,7 @@ fn startup(out: &mut String, points: &[Point]) {
                 .map_or_else(dash, |c| format!("{c:.1}")),
             s.peak_rss_kib.map_or_else(dash, mib),
             s.peak_pss_kib.map_or_else(dash, mib),
+            s.pss_per_extra_worker_kib.map_or_else(dash, mib),
         );
     }
 }
@@ -304,6 +306,36 @@ mod tests {
         assert_eq!(micros(1234.0), "1.23 ms");
         assert_eq!(micros(2_500_000.0), "2.50 s");
         assert_eq!(mib(2048.0), "2.0 MiB");
+    }
+
+    #[test]
+    fn startup_table_gives_pss_per_extra_worker() {
+        let mut two = point(
+            Scenario::Static1kPipelined,
+            Server::ServeryThread,
+            vec![trial(200.0, 500, 0)],
+        );
+        two.workers = 2;
+        two.server_cpus = vec![0, 1];
+        two.summary.ready_pss_kib = Some(2048.0 + 1536.0);
+        let mut points = vec![
+            point(
+                Scenario::Static1kPipelined,
+                Server::ServeryThread,
+                vec![trial(100.0, 500, 0)],
+            ),
+            two,
+        ];
+        fill_scaling(&mut points);
+        let md = tables(&points);
+        assert!(md.contains("| Peak PSS | PSS / extra worker |"), "{md}");
+        assert!(
+            md.contains("| servery (thread) / static-1k-pipelined | 1 | 2.0 ms | 3.0 ms |"),
+            "{md}"
+        );
+        assert!(md.contains("| 8.0 MiB | 4.0 MiB | — |"), "{md}");
+        assert!(md.contains("| 8.0 MiB | 4.0 MiB | 1.5 MiB |"), "{md}");
+        assert!(md.contains("| 2 / 2 | 200 | 2.00× / 100 % |"), "{md}");
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl Server {
         if !scenario.servers().contains(&self) {
             return None;
         }
-        match (self, scenario.twin()) {
+        match (self, scenario.base()) {
             (Server::ServeryThread | Server::ServeryProcess, Scenario::App1k) => {
                 Some(Program::Hello)
             }

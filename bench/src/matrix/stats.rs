@@ -66,6 +66,17 @@ pub fn scaling(rps: f64, rps_one_worker: f64, workers: usize) -> Option<Scaling>
     })
 }
 
+/// What each worker beyond the first adds: `(at_n - at_one) / (workers - 1)`, e.g. PSS at N
+/// workers against PSS at one. `None` at one worker (there is no extra worker) or without both
+/// numbers finite. Negative when the N-worker tree measured smaller (noise, or pages the
+/// kernel has not faulted in yet): reported as measured, not clamped.
+pub fn per_extra_worker(at_n: f64, at_one: f64, workers: usize) -> Option<f64> {
+    if workers < 2 || !at_n.is_finite() || !at_one.is_finite() {
+        return None;
+    }
+    Some((at_n - at_one) / (workers - 1) as f64)
+}
+
 /// Fraction of the client's CPUs the load threads kept busy during the window (1.0 is every
 /// thread on-CPU all the time); `None` for an empty window.
 pub fn client_busy(client_cpu_s: f64, window_s: f64, threads: usize) -> Option<f64> {
@@ -118,6 +129,26 @@ mod tests {
         assert_eq!((one.factor, one.efficiency), (1.0, 1.0));
         assert_eq!(scaling(300.0, 0.0, 4), None);
         assert_eq!(scaling(300.0, 100.0, 0), None);
+    }
+
+    #[test]
+    fn efficiency_at_eight_workers_is_rps_over_eight_times_one_worker() {
+        // rps(N) / (N * rps(1)): 720k at 8 workers against 100k at 1 is 90 %.
+        let s = scaling(720_000.0, 100_000.0, 8).expect("baseline");
+        assert!((s.factor - 7.2).abs() < 1e-12);
+        assert!((s.efficiency - 0.9).abs() < 1e-12);
+        let two = scaling(190.0, 100.0, 2).expect("baseline");
+        assert!((two.efficiency - 0.95).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pss_per_extra_worker_divides_the_growth_by_the_extra_workers() {
+        // 4 MiB at 1 worker, 32 MiB at 8: 4 MiB for each of the 7 extra workers.
+        assert_eq!(per_extra_worker(32_768.0, 4_096.0, 8), Some(4_096.0));
+        assert_eq!(per_extra_worker(5_000.0, 4_000.0, 2), Some(1_000.0));
+        assert_eq!(per_extra_worker(3_000.0, 4_000.0, 2), Some(-1_000.0));
+        assert_eq!(per_extra_worker(4_096.0, 4_096.0, 1), None);
+        assert_eq!(per_extra_worker(f64::NAN, 4_096.0, 4), None);
     }
 
     #[test]

@@ -328,6 +328,7 @@ impl<'a> Context<'a> {
         plan.duration = self.duration;
         plan.warmup = self.warmup;
         plan.churn = request.churn;
+        plan.pipeline = NonZeroUsize::new(request.pipeline).ok_or("zero pipeline depth")?;
         plan.method = request.method.to_string();
         plan.headers = request.headers;
         plan.body = request.body;
