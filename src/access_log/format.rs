@@ -128,14 +128,20 @@ impl Field {
 /// A checked `--access-log-format`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
-    /// nginx's `combined`: `$remote_addr - - [$time_local] "$request"
-    /// $status $body_bytes_sent "$http_referer" "$http_user_agent"`.
+    /// nginx's `combined`: the template [`COMBINED`].
     Combined,
     /// One JSON object per line with every field.
     Json,
     /// A template of literal text and fields, as written.
     Template { written: String, pieces: Vec<Piece> },
 }
+
+/// nginx's predefined `combined` format, as a template.
+pub const COMBINED: &str = "$remote_addr - - [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
+
+/// [`COMBINED`]'s pieces, parsed once.
+static COMBINED_PIECES: std::sync::LazyLock<Vec<Piece>> =
+    std::sync::LazyLock::new(|| pieces(COMBINED).unwrap_or_default());
 
 /// A piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,60 +182,9 @@ impl Format {
             "json" => return Ok(Format::Json),
             _ => {}
         }
-        if written.contains(['\r', '\n']) {
-            return Err(FormatError::Newline);
-        }
-        let mut pieces = Vec::new();
-        let mut text = String::new();
-        let bytes = written.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] != b'$' {
-                let next = written[i..].find('$').map_or(bytes.len(), |n| i + n);
-                text.push_str(&written[i..next]);
-                i = next;
-                continue;
-            }
-            let at = i;
-            i += 1;
-            let name = if bytes.get(i) == Some(&b'$') {
-                text.push('$');
-                i += 1;
-                continue;
-            } else if bytes.get(i) == Some(&b'{') {
-                let close = written[i..].find('}').ok_or(FormatError::Unclosed { at })?;
-                let name = &written[i + 1..i + close];
-                i += close + 1;
-                name
-            } else {
-                let len = bytes[i..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
-                    .count();
-                if len == 0 {
-                    return Err(FormatError::Dangling { at });
-                }
-                let name = &written[i..i + len];
-                i += len;
-                name
-            };
-            let field = Field::named(name).ok_or_else(|| FormatError::UnknownField {
-                name: name.to_owned(),
-            })?;
-            if !text.is_empty() {
-                pieces.push(Piece::Text(std::mem::take(&mut text)));
-            }
-            pieces.push(Piece::Field(field));
-        }
-        if !text.is_empty() {
-            pieces.push(Piece::Text(text));
-        }
-        if !pieces.iter().any(|p| matches!(p, Piece::Field(_))) {
-            return Err(FormatError::NoField);
-        }
         Ok(Format::Template {
             written: written.to_owned(),
-            pieces,
+            pieces: pieces(written)?,
         })
     }
 
@@ -246,22 +201,7 @@ impl Format {
     pub fn write(&self, out: &mut Vec<u8>, time: &Stamp, line: &Line<'_>) {
         let line = &Stamped { time, line };
         match self {
-            Format::Combined => {
-                text_field(out, Field::RemoteAddr, line);
-                out.extend_from_slice(b" - - [");
-                text_field(out, Field::TimeLocal, line);
-                out.extend_from_slice(b"] \"");
-                text_field(out, Field::Request, line);
-                out.extend_from_slice(b"\" ");
-                text_field(out, Field::Status, line);
-                out.push(b' ');
-                text_field(out, Field::BodyBytesSent, line);
-                out.extend_from_slice(b" \"");
-                text_field(out, Field::HttpReferer, line);
-                out.extend_from_slice(b"\" \"");
-                text_field(out, Field::HttpUserAgent, line);
-                out.push(b'"');
-            }
+            Format::Combined => write_pieces(out, &COMBINED_PIECES, line),
             Format::Json => {
                 out.push(b'{');
                 for (i, &(name, field)) in Field::ALL.iter().enumerate() {
@@ -275,23 +215,81 @@ impl Format {
                 }
                 out.push(b'}');
             }
-            Format::Template { pieces, .. } => {
-                for piece in pieces {
-                    match piece {
-                        Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
-                        Piece::Field(f) => text_field(out, *f, line),
-                    }
-                }
-            }
+            Format::Template { pieces, .. } => write_pieces(out, pieces, line),
         }
         out.push(b'\n');
     }
+}
+
+/// A template's text and fields (`$name`, `${name}`, `$$`).
+fn pieces(written: &str) -> Result<Vec<Piece>, FormatError> {
+    if written.contains(['\r', '\n']) {
+        return Err(FormatError::Newline);
+    }
+    let mut pieces = Vec::new();
+    let mut text = String::new();
+    let bytes = written.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'$' {
+            let next = written[i..].find('$').map_or(bytes.len(), |n| i + n);
+            text.push_str(&written[i..next]);
+            i = next;
+            continue;
+        }
+        let at = i;
+        i += 1;
+        let name = if bytes.get(i) == Some(&b'$') {
+            text.push('$');
+            i += 1;
+            continue;
+        } else if bytes.get(i) == Some(&b'{') {
+            let close = written[i..].find('}').ok_or(FormatError::Unclosed { at })?;
+            let name = &written[i + 1..i + close];
+            i += close + 1;
+            name
+        } else {
+            let len = bytes[i..]
+                .iter()
+                .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                .count();
+            if len == 0 {
+                return Err(FormatError::Dangling { at });
+            }
+            let name = &written[i..i + len];
+            i += len;
+            name
+        };
+        let field = Field::named(name).ok_or_else(|| FormatError::UnknownField {
+            name: name.to_owned(),
+        })?;
+        if !text.is_empty() {
+            pieces.push(Piece::Text(std::mem::take(&mut text)));
+        }
+        pieces.push(Piece::Field(field));
+    }
+    if !text.is_empty() {
+        pieces.push(Piece::Text(text));
+    }
+    if !pieces.iter().any(|p| matches!(p, Piece::Field(_))) {
+        return Err(FormatError::NoField);
+    }
+    Ok(pieces)
 }
 
 /// A line with its time.
 struct Stamped<'a, 'l> {
     time: &'a Stamp,
     line: &'a Line<'l>,
+}
+
+fn write_pieces(out: &mut Vec<u8>, pieces: &[Piece], line: &Stamped<'_, '_>) {
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+            Piece::Field(f) => text_field(out, *f, line),
+        }
+    }
 }
 
 /// What a field holds for one line.

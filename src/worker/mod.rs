@@ -473,14 +473,12 @@ async fn lifecycle<F: ServiceFactory>(
 /// Hand a partial buffer of access-log lines to the writer every
 /// `--access-log-flush`, so a quiet worker's lines are not held.
 async fn flush_log<H>(ctx: Rc<Ctx<H>>) {
-    let Some(interval) = ctx.log.as_ref().map(crate::access_log::Log::interval) else {
+    let Some(log) = &ctx.log else {
         return;
     };
     loop {
-        monoio::time::sleep(interval).await;
-        if let Some(log) = &ctx.log {
-            log.flush();
-        }
+        monoio::time::sleep(log.interval()).await;
+        log.flush();
     }
 }
 

@@ -198,6 +198,9 @@ impl Pending {
     /// output have left), or of every request when the connection ends
     /// (`ending`: unwritten bytes never will be).
     pub(super) fn settle(&mut self, log: &Log, facts: &Connection, written: u64, ending: bool) {
+        if self.records.is_empty() {
+            return;
+        }
         let now = Instant::now();
         let mut done = 0;
         for r in &self.records {
