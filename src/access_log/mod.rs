@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use clock::Stamp;
-pub use format::{escape_json, escape_text, Field, Format, FormatError, Line, Protocol};
+pub use format::{escape_json, escape_text, Field, Format, FormatError, Line, Protocol, COMBINED};
 pub use writer::{Sink, Target, CLOSE_WAIT};
 
 use crate::telemetry::WorkerStats;
