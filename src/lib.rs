@@ -1,6 +1,7 @@
 //! servery: a thread-per-core io_uring HTTP/1.1 server for static files.
 //!
 //! # Layout
+//! - `acme`: ACME (RFC 8555) certificates: account, orders, renewals.
 //! - `cli`: the `servery` command line (`serve`, `check-config`, `help`,
 //!   `man`, `completions`).
 //! - `config`: raw config (file + flags) validated into [`config::Config`].
@@ -41,6 +42,7 @@
 //! `tower` feature); docs/apps.md is the guide.
 
 pub mod access_log;
+pub mod acme;
 pub mod app;
 pub mod cli;
 pub mod config;

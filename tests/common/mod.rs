@@ -26,6 +26,9 @@
 //! - `h2`: the HTTP/2 client side: the `h2` crate's client on a tokio
 //!   runtime of the test's own, h2c or over TLS, and one request asked
 //!   over both protocols with the answers compared.
+//! - `pebble`: [`pebble::Pebble`], Let's Encrypt's test ACME CA and its
+//!   mock DNS on free ports, for the ACME engine's suite (skipped with a
+//!   `SKIPPED:` line when pebble cannot be installed).
 //! - `process`: finding a test's processes by a tag in their environment,
 //!   `/proc` readers, and running a command to completion with a bound.
 //! - here: the constants every file shares, [`variant_tests!`] and
@@ -52,6 +55,7 @@ pub mod app;
 pub mod builder;
 pub mod h2;
 pub mod http;
+pub mod pebble;
 pub mod process;
 pub mod server;
 pub mod tls;
