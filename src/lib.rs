@@ -12,7 +12,9 @@
 //! - `net`: listening sockets (reuseport, shared, systemd).
 //! - `http`: the I/O-free protocol core: parse, errors → status, responses.
 //! - `app`: the [`app::Service`] API a server serves (apps, tower, axum).
-//! - `static_files`: the file service the binary serves.
+//! - `sites`: the service the binary serves: virtual hosts by Host and SNI,
+//!   each a root of static files; ACME's challenge answers.
+//! - `static_files`: one site's files.
 //! - `telemetry`: counters, the admin endpoint, logging.
 //! - `access_log`: one line per request, formatted per worker, written off them.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
@@ -50,6 +52,7 @@ pub mod control;
 pub mod http;
 pub mod net;
 mod plural;
+pub mod sites;
 pub mod static_files;
 pub mod supervisor;
 #[allow(unsafe_code)]

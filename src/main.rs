@@ -1,10 +1,10 @@
 use std::process::ExitCode;
 
 use servery::cli;
-use servery::static_files::Files;
+use servery::sites::Sites;
 
 fn main() -> ExitCode {
     servery::telemetry::init_logging("warn");
-    let result = cli::parse().and_then(|cli| cli::run(cli, Files::factory));
+    let result = cli::parse().and_then(|cli| cli::run(cli, Sites::factory));
     result.unwrap_or_else(|e| cli::report(&e))
 }

@@ -39,6 +39,10 @@ pub struct Tls {
     pub version: Option<&'static str>,
     /// Whether the handshake resumed an earlier session.
     pub resumed: bool,
+    /// The site the client's SNI named (its index in `Config::sites`, in
+    /// `[[site]]` order); `None` when it sent no SNI. A request whose Host
+    /// names another site is answered 421 by the static files.
+    pub site: Option<usize>,
 }
 
 /// A protocol ALPN can select on servery's listeners.

@@ -55,10 +55,15 @@ pub trait Service: 'static {
 
     /// Answer from the parsed head alone, borrowing the read buffer, when
     /// the answer needs neither the body nor an await (the static files).
+    /// `conn` is the connection it came on (its TLS facts pick a site).
     /// `None` hands the request to [`Service::call`]. Asked only when
     /// [`Service::BORROWS_HEADS`] is true.
-    fn respond_to_head(&self, head: &Head<'_>) -> Option<crate::http::Response> {
-        let _ = head;
+    fn respond_to_head(
+        &self,
+        head: &Head<'_>,
+        conn: &super::Connection,
+    ) -> Option<crate::http::Response> {
+        let _ = (head, conn);
         None
     }
 }

@@ -204,6 +204,8 @@ mod tests {
         assert_eq!(
             without,
             [
+                "acme-ca-roots",
+                "acme-contact",
                 "admin",
                 "cache-control",
                 "config",

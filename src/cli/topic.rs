@@ -29,6 +29,8 @@ pub(crate) enum Topic {
     Compression,
     /// TLS listeners and their identity.
     Tls,
+    /// Virtual hosts and their certificates by ACME.
+    Sites,
     /// HTTP/2 negotiation and its per-connection limits.
     Http2,
     /// The admin listener.
@@ -39,7 +41,7 @@ pub(crate) enum Topic {
 
 impl Topic {
     /// Every topic, in the order of `--help`, `servery help` and the man page.
-    pub(crate) const ALL: [Topic; 10] = [
+    pub(crate) const ALL: [Topic; 11] = [
         Topic::Listeners,
         Topic::Workers,
         Topic::Lifecycle,
@@ -47,6 +49,7 @@ impl Topic {
         Topic::Files,
         Topic::Compression,
         Topic::Tls,
+        Topic::Sites,
         Topic::Http2,
         Topic::Admin,
         Topic::Logging,
@@ -62,6 +65,7 @@ impl Topic {
             Topic::Files => "files",
             Topic::Compression => "compression",
             Topic::Tls => "tls",
+            Topic::Sites => "sites",
             Topic::Http2 => "http2",
             Topic::Admin => "admin",
             Topic::Logging => "logging",
@@ -83,6 +87,7 @@ impl Topic {
             Topic::Files => "Files",
             Topic::Compression => "Compression",
             Topic::Tls => "TLS",
+            Topic::Sites => "Sites",
             Topic::Http2 => "HTTP/2",
             Topic::Admin => "Admin",
             Topic::Logging => "Logging",
@@ -101,6 +106,7 @@ impl Topic {
                 "br, zstd and gzip made on the fly, and the cache that keeps them"
             }
             Topic::Tls => "TLS listeners, their certificate and session tickets",
+            Topic::Sites => "virtual hosts ([[site]]), unknown hosts, and ACME certificates",
             Topic::Http2 => "HTTP/2 by ALPN and h2c, and its per-connection limits",
             Topic::Admin => "the admin listener: /healthz, /readyz, /metrics",
             Topic::Logging => "what servery writes about itself, and where",
@@ -186,6 +192,20 @@ impl Topic {
                  a session resumes on any worker. The ready line ends with \
                  the certificate's SHA-256 fingerprint."
             }
+            Topic::Sites => {
+                "A config file may declare sites ([[site]] with hosts, a root, \
+                 file settings and a certificate); without any, ROOT is the one \
+                 site and answers every Host. A request goes to the site with its \
+                 exact Host, else the longest *.wildcard, else the default site, \
+                 or 421 with --unknown-host 421. Over TLS the SNI picks the \
+                 certificate by the same rules, and a Host naming another site \
+                 than the SNI is 421. A site with acme = true gets its \
+                 certificate from the --acme-directory CA, ordered and renewed \
+                 (at two-thirds of its life) by the supervisor, answered by \
+                 --acme-challenge on the plain or TLS listeners, and kept in \
+                 --acme-state-dir; a new certificate reaches every worker \
+                 without a restart."
+            }
             Topic::Http2 => {
                 "HTTP/2 is offered on TLS listeners by ALPN (--alpn, in \
                  order of preference) and on plain listeners by prior \
@@ -229,6 +249,7 @@ impl Topic {
                 "docs/operations.md (Compression) and docs/decisions/0008-on-the-fly-compression.md"
             }
             Topic::Tls => "docs/tls.md",
+            Topic::Sites => "docs/sites.md",
             Topic::Http2 => "docs/http2.md",
             Topic::Admin => "docs/operations.md (Admin endpoint and metrics)",
             Topic::Logging => "docs/operations.md (Access log)",
@@ -289,6 +310,13 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("tls_self_signed", Topic::Tls),
     ("tls_handshake_timeout", Topic::Tls),
     ("tls_ticket_rotate", Topic::Tls),
+    ("unknown_host", Topic::Sites),
+    ("acme_directory", Topic::Sites),
+    ("acme_contact", Topic::Sites),
+    ("acme_state_dir", Topic::Sites),
+    ("acme_ca_roots", Topic::Sites),
+    ("acme_challenge", Topic::Sites),
+    ("acme_retry", Topic::Sites),
     ("alpn", Topic::Http2),
     ("h2c", Topic::Http2),
     ("h2_max_concurrent_streams", Topic::Http2),

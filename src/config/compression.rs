@@ -155,6 +155,12 @@ impl CompressConfig {
         if c.compress == Compress::Off {
             return Ok(None);
         }
+        CompressConfig::settings(c).map(Some)
+    }
+
+    /// The settings whether or not `--compress` is on (what a site that
+    /// turns compression on gets).
+    pub(super) fn settings(c: &Checked) -> Result<CompressConfig, Error> {
         if c.compress_min_bytes > c.compress_max_bytes {
             return Err(field::compress_min_bytes.invalid(format!(
                 "{} is above --compress-max-bytes {}; lower it or raise the maximum",
@@ -168,7 +174,7 @@ impl CompressConfig {
                 c.compress_inline_max_bytes, c.compress_max_bytes
             )));
         }
-        Ok(Some(CompressConfig {
+        Ok(CompressConfig {
             types: c.compress_types.clone(),
             min_bytes: c.compress_min_bytes,
             max_bytes: c.compress_max_bytes,
@@ -177,7 +183,7 @@ impl CompressConfig {
             level_br: c.compress_level_br,
             level_zstd: c.compress_level_zstd,
             level_gzip: c.compress_level_gzip,
-        }))
+        })
     }
 
     /// The budget of one cache: the whole `--compress-cache-bytes` when the

@@ -28,6 +28,7 @@
 //!    in file form, for `check-config`.
 
 pub mod access_log;
+pub mod acme;
 mod choice;
 pub mod compression;
 pub mod cpus;
@@ -37,6 +38,7 @@ mod limits;
 mod listen;
 mod raw;
 mod setting;
+pub mod sites;
 mod supervision;
 mod tls;
 mod workers;
@@ -48,6 +50,7 @@ use std::time::Duration;
 
 use crate::http::Limits;
 pub use access_log::AccessLogConfig;
+pub use acme::{AcmeChallenge, AcmeConfig, ACME_RETRY_MAX};
 pub use compression::{Compress, CompressConfig, MimePatterns};
 pub use cpus::CpuSet;
 pub use files::{
@@ -63,6 +66,7 @@ pub use limits::{
 };
 pub use listen::{ListenerMode, DEFAULT_BIND, DEFAULT_LISTENER};
 pub use raw::RawConfig;
+pub use sites::{SiteConfig, SiteRaw, SiteTls, Sites, UnknownHost};
 pub use supervision::{
     ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
     DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_FORCE_TIMEOUT_S, DEFAULT_ISOLATION,
@@ -115,8 +119,15 @@ pub struct Config {
     pub max_connections_total: Option<u64>,
     /// Directory served by the file handler.
     pub root: PathBuf,
-    /// The file handler's settings.
+    /// The file handler's settings at the top level (what sites inherit).
     pub files: FilesConfig,
+    /// The sites (one, of the top level, without `[[site]]`).
+    pub sites: Sites,
+    /// ACME, when a site orders its certificate.
+    pub acme: Option<AcmeConfig>,
+    /// The ACME settings as validated, whether or not a site orders (the
+    /// effective config shows them).
+    pub acme_settings: AcmeConfig,
     /// Listen addresses (every worker accepts on each).
     pub binds: Vec<SocketAddr>,
     pub workers: NonZeroUsize,
@@ -170,7 +181,16 @@ impl RawConfig {
         let force_timeout =
             supervision::force_timeout(c.force_timeout, drain_written, c.drain_timeout)?;
         let admin = listen::admin(&c, &binds)?;
-        let tls = tls::config(&c, &binds)?;
+        let source = tls::source(&c)?;
+        let files = FilesConfig::new(&c)?;
+        let compress = || CompressConfig::settings(&c);
+        let sites = sites::config(&c, &files, &compress, source.as_ref())?;
+        let identified = sites.list.iter().any(|s| s.tls.is_some());
+        let tls = tls::config(&c, &binds, source, identified)?;
+        let ordering = sites.list.iter().any(|s| s.tls == Some(SiteTls::Acme));
+        let acme = acme::config(&c, ordering, !binds.is_empty(), tls.is_some())?;
+        let acme_settings = acme.clone();
+        let acme = Some(acme).filter(|_| ordering);
         let access_log = AccessLogConfig::new(
             &c.access_log,
             &c.access_log_format,
@@ -178,7 +198,12 @@ impl RawConfig {
             c.access_log_flush,
             c.access_log_backlog,
         )?;
-        raw.root = Some(std::fs::canonicalize(&c.root).unwrap_or_else(|_| c.root.clone()));
+        raw.root = Some(sites::canonical(&c.root));
+        if let Some(list) = raw.site.as_mut() {
+            for s in list {
+                s.root = s.root.as_deref().map(sites::canonical);
+            }
+        }
         Ok(Config {
             tls,
             raw,
@@ -189,7 +214,10 @@ impl RawConfig {
             beat_interval: c.beat_interval,
             beat_timeout: c.beat_timeout,
             max_connections_total: c.max_connections_total,
-            files: FilesConfig::new(&c)?,
+            files,
+            sites,
+            acme,
+            acme_settings,
             binds,
             workers,
             cpus,

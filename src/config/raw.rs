@@ -30,6 +30,7 @@ use super::access_log::{
     DEFAULT_ACCESS_LOG_BACKLOG_BYTES, DEFAULT_ACCESS_LOG_BUFFER_BYTES, DEFAULT_ACCESS_LOG_FLUSH_S,
     DEFAULT_ACCESS_LOG_FORMAT, FLUSH_MAX_S,
 };
+use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
 use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::http2;
@@ -41,6 +42,7 @@ use super::limits::{
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
 use super::setting::{as_is, as_usize, optional, or, positive, seconds, settings, within, DAY};
+use super::sites::{SiteRaw, UnknownHost, DEFAULT_UNKNOWN_HOST};
 use super::supervision::{
     ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
     DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_ISOLATION, DEFAULT_MAX_RESTARTS,
@@ -297,6 +299,41 @@ settings! {
         #[arg(long, value_name = "SECONDS")]
         tls_ticket_rotate: Option<f64> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
             shown |c| c.tls_ticket_rotate();
+        /// Sites (config file only): `[[site]] hosts = ["example.com"] root = "/srv/example"`,
+        /// each with its own file settings and certificate.
+        #[arg(skip)]
+        site: Option<Vec<SiteRaw>> => Vec<SiteRaw> = or(Vec::new(), as_is),
+            shown |c| c.sites;
+        /// A Host no site has: the `default` site answers, or `421` (Misdirected Request).
+        #[arg(long, value_name = "default|421", hide_possible_values = true)]
+        unknown_host: Option<UnknownHost> => UnknownHost = or(DEFAULT_UNKNOWN_HOST, as_is),
+            shown |c| c.sites.unknown;
+        /// ACME directory URL the `acme = true` sites order certificates from.
+        #[arg(long, value_name = "URL")]
+        acme_directory: Option<String> => String =
+            or(acme::DEFAULT_ACME_DIRECTORY.into(), acme::directory),
+            shown |c| c.acme_settings.directory;
+        /// Contact for the ACME account, e.g. `mailto:ops@example.com`; repeatable.
+        #[arg(long, value_name = "URI")]
+        acme_contact: Option<Vec<String>> => Vec<String> = or(Vec::new(), acme::contacts),
+            shown |c| c.acme_settings.contact;
+        /// Directory for the ACME account key and certificates (created 0700).
+        #[arg(long, value_name = "DIR")]
+        acme_state_dir: Option<PathBuf> => PathBuf = or(acme::DEFAULT_ACME_STATE_DIR.into(), as_is),
+            shown |c| c.acme_settings.state_dir;
+        /// Extra PEM roots trusted for the ACME directory's HTTPS (a private CA).
+        #[arg(long, value_name = "FILE")]
+        acme_ca_roots: Option<PathBuf> => Option<PathBuf> = optional(acme::ca_roots),
+            shown |c| c.acme_settings.ca_roots;
+        /// How the CA checks a name: `http-01` (plain listeners) or `tls-alpn-01` (TLS listeners).
+        #[arg(long, value_name = "http-01|tls-alpn-01", hide_possible_values = true)]
+        acme_challenge: Option<AcmeChallenge> => AcmeChallenge =
+            or(acme::DEFAULT_ACME_CHALLENGE, as_is),
+            shown |c| c.acme_settings.challenge;
+        /// Seconds before the first retry of a failed order (doubling up to a day).
+        #[arg(long, value_name = "SECONDS")]
+        acme_retry: Option<f64> => Duration = or(acme::DEFAULT_ACME_RETRY_S, seconds(DAY)),
+            shown |c| c.acme_settings.retry;
         /// Protocols TLS listeners offer by ALPN, in order of preference: `h2`, `http/1.1`.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         alpn: Option<Vec<String>> => Vec<http2::Protocol> =
@@ -381,7 +418,7 @@ mod tests {
         let longs: Vec<_> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
         let flags: Vec<_> = FIELDS
             .iter()
-            .filter(|f| !["root", "headers"].contains(&f.key))
+            .filter(|f| !["root", "headers", "site"].contains(&f.key))
             .map(|f| f.flag.trim_start_matches("--"))
             .collect();
         assert_eq!(longs, flags);

@@ -199,6 +199,12 @@ impl Echo<Option<u64>> for Option<u64> {
     }
 }
 
+impl Echo<Option<String>> for String {
+    fn echo(&self) -> Option<String> {
+        Some(self.clone())
+    }
+}
+
 impl Echo<Option<String>> for Option<String> {
     fn echo(&self) -> Option<String> {
         self.clone()

@@ -36,14 +36,46 @@ pub enum TlsSource {
 #[derive(Debug, Clone)]
 pub struct TlsConfig {
     pub binds: Vec<SocketAddr>,
-    pub source: TlsSource,
+    /// The top level's identity; each site's is in `Config::sites`.
+    pub source: Option<TlsSource>,
     pub handshake_timeout: Duration,
     pub ticket_rotate: Duration,
 }
 
+/// The top level's identity: `--tls-cert` with `--tls-key` (loadable now),
+/// or `--tls-self-signed`, or none (sites may have their own).
+pub(super) fn source(c: &Checked) -> Result<Option<TlsSource>, Error> {
+    match (&c.tls_cert, &c.tls_key, c.tls_self_signed) {
+        (None, None, false) => Ok(None),
+        (Some(_), _, true) | (_, Some(_), true) => Err(field::tls_self_signed
+            .invalid("cannot be combined with --tls-cert/--tls-key; choose one")),
+        (Some(_), None, _) => {
+            Err(field::tls_key.invalid("missing: --tls-cert needs its --tls-key"))
+        }
+        (None, Some(_), _) => {
+            Err(field::tls_cert.invalid("missing: --tls-key needs its --tls-cert"))
+        }
+        (Some(cert), Some(key), false) => {
+            crate::tls::Material::load(cert, key)
+                .map_err(|e| field::tls_cert.invalid(e.to_string()))?;
+            Ok(Some(TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }))
+        }
+        (None, None, true) => Ok(Some(TlsSource::SelfSigned)),
+    }
+}
+
 /// The TLS settings, if any listener asks for TLS; `plain` are the
-/// `--bind` addresses.
-pub(super) fn config(c: &Checked, plain: &[SocketAddr]) -> Result<Option<TlsConfig>, Error> {
+/// `--bind` addresses, `source` the top level's identity, `sites` whether
+/// any site has an identity (its own or the top level's).
+pub(super) fn config(
+    c: &Checked,
+    plain: &[SocketAddr],
+    source: Option<TlsSource>,
+    sites: bool,
+) -> Result<Option<TlsConfig>, Error> {
     if let Some(a) = c
         .tls_bind
         .iter()
@@ -51,36 +83,14 @@ pub(super) fn config(c: &Checked, plain: &[SocketAddr]) -> Result<Option<TlsConf
     {
         return Err(field::tls_bind.invalid(format!("{a} is given twice")));
     }
-    let source = match (&c.tls_cert, &c.tls_key, c.tls_self_signed) {
-        (None, None, false) => None,
-        (Some(_), _, true) | (_, Some(_), true) => {
-            return Err(field::tls_self_signed
-                .invalid("cannot be combined with --tls-cert/--tls-key; choose one"))
-        }
-        (Some(_), None, _) => {
-            return Err(field::tls_key.invalid("missing: --tls-cert needs its --tls-key"))
-        }
-        (None, Some(_), _) => {
-            return Err(field::tls_cert.invalid("missing: --tls-key needs its --tls-cert"))
-        }
-        (Some(cert), Some(key), false) => {
-            crate::tls::Material::load(cert, key)
-                .map_err(|e| field::tls_cert.invalid(e.to_string()))?;
-            Some(TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            })
-        }
-        (None, None, true) => Some(TlsSource::SelfSigned),
-    };
-    match (c.tls_bind.is_empty(), source) {
-        (true, None) => Ok(None),
-        (false, None) => {
-            Err(field::tls_bind.invalid("needs --tls-cert and --tls-key, or --tls-self-signed"))
-        }
-        (true, Some(_)) => Err(field::tls_bind
+    match (c.tls_bind.is_empty(), source.is_some() || sites) {
+        (true, false) => Ok(None),
+        (false, false) => Err(field::tls_bind.invalid(
+            "needs --tls-cert and --tls-key, or --tls-self-signed (or a site's tls_cert or acme)",
+        )),
+        (true, true) => Err(field::tls_bind
             .invalid("missing: a certificate was given but no TLS listener; add --tls-bind ADDR")),
-        (false, Some(source)) => Ok(Some(TlsConfig {
+        (false, true) => Ok(Some(TlsConfig {
             binds: c.tls_bind.clone(),
             source,
             handshake_timeout: c.tls_handshake_timeout,
@@ -96,7 +106,7 @@ pub(super) fn binds(tls: &Option<TlsConfig>) -> Vec<SocketAddr> {
 
 /// The certificate file, if the identity is files (effective config).
 pub(super) fn cert(tls: &Option<TlsConfig>) -> Option<PathBuf> {
-    match tls.as_ref().map(|t| &t.source) {
+    match tls.as_ref().and_then(|t| t.source.as_ref()) {
         Some(TlsSource::Files { cert, .. }) => Some(cert.clone()),
         _ => None,
     }
@@ -104,7 +114,7 @@ pub(super) fn cert(tls: &Option<TlsConfig>) -> Option<PathBuf> {
 
 /// The key file, if the identity is files (effective config).
 pub(super) fn key(tls: &Option<TlsConfig>) -> Option<PathBuf> {
-    match tls.as_ref().map(|t| &t.source) {
+    match tls.as_ref().and_then(|t| t.source.as_ref()) {
         Some(TlsSource::Files { key, .. }) => Some(key.clone()),
         _ => None,
     }
@@ -112,7 +122,10 @@ pub(super) fn key(tls: &Option<TlsConfig>) -> Option<PathBuf> {
 
 /// Whether the identity is self-signed (effective config).
 pub(super) fn self_signed(tls: &Option<TlsConfig>) -> bool {
-    matches!(tls.as_ref().map(|t| &t.source), Some(TlsSource::SelfSigned))
+    matches!(
+        tls.as_ref().and_then(|t| t.source.as_ref()),
+        Some(TlsSource::SelfSigned)
+    )
 }
 
 #[cfg(test)]
@@ -132,7 +145,7 @@ mod tests {
     fn a_listener_needs_an_identity_and_an_identity_a_listener() {
         assert_eq!(
             err(tls(raw())),
-            "--tls-bind: needs --tls-cert and --tls-key, or --tls-self-signed"
+            "--tls-bind: needs --tls-cert and --tls-key, or --tls-self-signed (or a site's tls_cert or acme)"
         );
         let r = RawConfig {
             tls_self_signed: true,
@@ -153,7 +166,7 @@ mod tests {
             ..tls(raw())
         };
         let t = ok(r).tls.unwrap();
-        assert_eq!(t.source, TlsSource::SelfSigned);
+        assert_eq!(t.source, Some(TlsSource::SelfSigned));
         assert_eq!(
             t.handshake_timeout.as_secs_f64(),
             DEFAULT_TLS_HANDSHAKE_TIMEOUT_S

@@ -40,9 +40,12 @@ pub struct Init {
     pub budget: bool,
     /// Which listeners are TLS (same order as the fds).
     pub tls_flags: Vec<bool>,
-    /// The generation's certificate and key, and the shared ticket secret:
-    /// every worker presents one identity and opens every worker's tickets.
-    pub tls: Option<(crate::tls::Material, crate::tls::TicketSecret)>,
+    /// The generation's certificates and keys by site, and the shared
+    /// ticket secret: every worker presents the same identities and opens
+    /// every worker's tickets.
+    pub tls: Option<(Vec<Option<crate::tls::Material>>, crate::tls::TicketSecret)>,
+    /// The certificates ACME has published so far, by site name.
+    pub acme: Vec<(String, crate::tls::Material)>,
 }
 
 /// Supervisor → worker.
@@ -50,6 +53,8 @@ pub struct Init {
 pub enum ToWorker {
     Init(Box<Init>),
     Control(Control),
+    /// An ACME answer or certificate (`sites::published`).
+    Acme(crate::sites::published::Update),
 }
 
 /// Worker → supervisor.

@@ -119,6 +119,11 @@ pub enum Refusal {
     /// took it (a disagreement of two grammars: `app::head::Mismatch`).
     #[error("request head not representable")]
     Unrepresentable,
+    /// No site has the request's Host (with `unknown_host = "421"`), or
+    /// over TLS the Host names another site than the SNI did (RFC 9110
+    /// §15.5.20).
+    #[error("misdirected request")]
+    Misdirected,
     /// The handler panicked; the worker caught it and keeps serving.
     #[error("handler panicked")]
     HandlerPanicked,
@@ -136,6 +141,7 @@ impl Refusal {
             Refusal::Forbidden => Status::FORBIDDEN,
             Refusal::PreconditionFailed => Status::PRECONDITION_FAILED,
             Refusal::RangeNotSatisfiable => Status::RANGE_NOT_SATISFIABLE,
+            Refusal::Misdirected => Status::MISDIRECTED_REQUEST,
             Refusal::Internal | Refusal::HandlerPanicked => Status::INTERNAL_SERVER_ERROR,
         }
     }
@@ -160,6 +166,7 @@ pub fn on_error(refusal: &Refusal) -> Response {
         413 => "413 Content Too Large\n",
         414 => "414 URI Too Long\n",
         416 => "416 Range Not Satisfiable\n",
+        421 => "421 Misdirected Request\n",
         431 => "431 Request Header Fields Too Large\n",
         500 => "500 Internal Server Error\n",
         501 => "501 Not Implemented\n",

@@ -32,6 +32,7 @@ impl Status {
     pub const PAYLOAD_TOO_LARGE: Status = Status(413);
     pub const URI_TOO_LONG: Status = Status(414);
     pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
+    pub const MISDIRECTED_REQUEST: Status = Status(421);
     pub const REQUEST_HEADER_FIELDS_TOO_LARGE: Status = Status(431);
     pub const INTERNAL_SERVER_ERROR: Status = Status(500);
     pub const NOT_IMPLEMENTED: Status = Status(501);
@@ -68,6 +69,7 @@ impl Status {
             413 => "Content Too Large",
             414 => "URI Too Long",
             416 => "Range Not Satisfiable",
+            421 => "Misdirected Request",
             431 => "Request Header Fields Too Large",
             500 => "Internal Server Error",
             501 => "Not Implemented",

@@ -34,7 +34,7 @@
 
 mod autoindex;
 mod cache;
-mod compress;
+pub(crate) mod compress;
 mod conditional;
 mod encoding;
 mod range;
@@ -47,13 +47,13 @@ use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 
 use crate::app::{head, MakeError, Request, Service};
-use crate::config::{Config, FilesConfig, Symlinks};
+use crate::config::{FilesConfig, Symlinks};
 use crate::http::error::ALLOW;
 use crate::http::{
     on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
@@ -158,34 +158,6 @@ impl<'e> Chosen<'e> {
 }
 
 impl Files {
-    /// The factory the binary serves: one handler per worker over
-    /// `config.root`, all of a process's sharing one [`Compression`],
-    /// started by the first worker of the process that builds its handler
-    /// (so a supervisor of worker processes never starts one).
-    pub fn factory(
-        config: &Config,
-    ) -> impl Fn(usize) -> Result<Files, MakeError> + Send + Sync + 'static {
-        let root = config.root.clone();
-        let files = config.files.clone();
-        let config = config.clone();
-        // Read before any worker pins itself: the compressor thread, started
-        // from a pinned worker, takes the whole set back.
-        let cpus = crate::sys::affinity::allowed_cpus().ok();
-        let shared: OnceLock<Option<Arc<Compression>>> = OnceLock::new();
-        move |_worker: usize| {
-            let compression = match shared.get() {
-                Some(c) => c.clone(),
-                None => {
-                    let started = Compression::start(&config, cpus.clone())
-                        .map_err(|e| format!("cannot start the compressor thread: {e}"))?
-                        .map(Arc::new);
-                    shared.get_or_init(|| started).clone()
-                }
-            };
-            Files::open(&root, files.clone(), compression)
-        }
-    }
-
     /// Open `root` for one worker, compressing with `compression`.
     pub fn open(
         root: &std::path::Path,
@@ -451,7 +423,7 @@ impl Service for Files {
 
     const BORROWS_HEADS: bool = true;
 
-    fn respond_to_head(&self, head: &Head<'_>) -> Option<Response> {
+    fn respond_to_head(&self, head: &Head<'_>, _: &crate::app::Connection) -> Option<Response> {
         Some(self.handle(head))
     }
 }

@@ -19,7 +19,8 @@ use super::member::{Member, Spawn};
 use super::reload::listeners_for;
 use super::{child::ChildWatcher, notify, Error, Event, Reloader, Remake};
 use crate::app::ServiceFactory;
-use crate::config::{Config, Isolation, TlsSource};
+use crate::config::SiteTls;
+use crate::config::{Config, Isolation};
 use crate::control::Control;
 use crate::net::ListenerPlan;
 use crate::sys::shm::SharedCounter;
@@ -76,6 +77,9 @@ impl Worker for Member {
     fn finish(&mut self) {
         Member::finish(self)
     }
+    fn publish(&self, update: &crate::sites::published::Update) {
+        Member::publish(self, update)
+    }
 }
 
 /// The real world.
@@ -100,6 +104,8 @@ pub(crate) struct Live<F> {
     pub readiness: Arc<PhaseCell>,
     pub reloader: Option<Reloader>,
     pub identity: Identity,
+    /// The server's one ACME manager.
+    pub acme: super::acme::Ordering,
 }
 
 impl<F> Drop for Live<F> {
@@ -121,19 +127,44 @@ impl<F> Live<F> {
         listeners: Arc<ListenerPlan>,
         factory: Arc<F>,
     ) -> Result<Resources<F>, Error> {
+        self.acme.sync(&config, &self.events)?;
         let tls = match &config.tls {
             None => None,
             Some(t) => {
-                let source = match &t.source {
-                    TlsSource::Files { cert, key } => identity::Source::Files { cert, key },
-                    TlsSource::SelfSigned => identity::Source::SelfSigned,
-                };
                 let addrs: Vec<_> = (listeners.addrs.iter().zip(&listeners.tls))
                     .filter(|(_, tls)| **tls)
                     .map(|(a, _)| *a)
                     .collect();
+                // An ACME site starts with what ACME has: its certificate
+                // published in this server's life, else the stored one.
+                let acme: Vec<Option<crate::tls::Material>> = (config.sites.list.iter())
+                    .map(|s| match s.tls {
+                        Some(SiteTls::Acme) => crate::sites::published::global()
+                            .material(&s.name)
+                            .or_else(|| stored(&config, &s.name)),
+                        _ => None,
+                    })
+                    .collect();
+                let sources: Vec<_> = (config.sites.list.iter().zip(&acme))
+                    .map(|(s, given)| {
+                        s.tls.as_ref().map(|tls| match tls {
+                            SiteTls::Files { cert, key } => identity::Source::Files { cert, key },
+                            SiteTls::SelfSigned => identity::Source::SelfSigned,
+                            SiteTls::Acme => match given {
+                                Some(m) => identity::Source::Given(m),
+                                None => identity::Source::Placeholder { hosts: &s.hosts },
+                            },
+                        })
+                    })
+                    .collect();
+                let acme_alpn = config
+                    .acme
+                    .as_ref()
+                    .is_some_and(|a| a.challenge == crate::config::AcmeChallenge::TlsAlpn01);
                 Some(self.identity.for_generation(
-                    source,
+                    &sources,
+                    &config.sites,
+                    acme_alpn,
                     &addrs,
                     t.ticket_rotate,
                     &config.http2.alpn,
@@ -319,5 +350,17 @@ impl<F: ServiceFactory> Host for Live<F> {
             ..*last
         });
         true
+    }
+}
+
+/// Site `site`'s certificate in the ACME state directory, if one is there.
+fn stored(config: &Config, site: &str) -> Option<crate::tls::Material> {
+    let acme = config.acme.as_ref()?;
+    match crate::acme::stored(&acme.state_dir, site) {
+        Ok(found) => found.map(|c| c.material),
+        Err(e) => {
+            tracing::warn!(site, error = %e, "cannot read the stored ACME certificate");
+            None
+        }
     }
 }

@@ -44,6 +44,11 @@ pub(crate) trait Worker {
     fn kill(&self);
     /// After its end: join the thread.
     fn finish(&mut self);
+    /// Hand it an ACME answer or certificate (processes; threads read the
+    /// supervisor's own table).
+    fn publish(&self, update: &crate::sites::published::Update) {
+        let _ = update;
+    }
 }
 
 /// A generation's resources as the host made them.
@@ -251,6 +256,15 @@ impl<H: Host> Machine<H> {
                 death,
             }) => self.on_reaped(generation, slot, pid, death, now),
             Some(Event::Signal(s)) => self.on_signal(s, now),
+            Some(Event::Acme(u)) => {
+                // Every live generation: an old one still draining serves
+                // its last requests with the new certificate too.
+                for g in self.current.iter().chain(&self.next).chain(&self.old) {
+                    for i in g.live() {
+                        g.slots[i].member.publish(&u);
+                    }
+                }
+            }
             None => {}
         }
         if self.outcome.is_none() {

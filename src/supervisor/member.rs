@@ -113,6 +113,7 @@ impl Member {
             budget: s.budget.cloned(),
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| t.config.clone()),
+            sites: s.config.sites.router.clone(),
             access_log: s.access_log.cloned(),
         };
         let slot = s.slot;
@@ -181,7 +182,8 @@ impl Member {
             listeners: s.sockets.len(),
             budget: s.budget.is_some(),
             tls_flags: s.tls_flags.to_vec(),
-            tls: s.tls.map(|t| (t.material.clone(), t.secret.clone())),
+            tls: s.tls.map(|t| (t.identities.clone(), t.secret.clone())),
+            acme: crate::sites::published::global().certificates(),
         };
         let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s.sockets.iter().map(AsFd::as_fd).collect();
         if let Some(b) = s.budget {
@@ -231,6 +233,14 @@ impl Member {
     /// a reaped exit (processes).
     pub(crate) fn ends_by_report(&self) -> bool {
         matches!(self, Member::Thread { .. })
+    }
+
+    /// Hand a worker process an ACME update (threads share the
+    /// supervisor's table, already updated).
+    pub(crate) fn publish(&self, update: &crate::sites::published::Update) {
+        if let Member::Process { control, .. } = self {
+            let _ = protocol::send(control.as_fd(), &ToWorker::Acme(update.clone()), &[]);
+        }
     }
 
     pub(crate) fn send(&self, c: Control) {

@@ -38,6 +38,7 @@
 //!    `force_timeout` SIGKILL process groups; report survivors. A second
 //!    SIGINT returns at once.
 
+pub mod acme;
 mod beats;
 mod child;
 mod generation;
@@ -101,6 +102,9 @@ pub enum Event {
         death: Death,
     },
     Signal(Signal),
+    /// The supervisor's ACME published an answer or a certificate (already
+    /// in this process's table): worker processes are told.
+    Acme(crate::sites::published::Update),
 }
 
 /// The supervisor's phases.
@@ -137,6 +141,8 @@ pub enum Error {
     Budget(std::io::Error),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::Error),
+    #[error("ACME: {0}")]
+    Acme(#[from] crate::acme::Error),
     #[error("cannot open the access log {target}: {source}")]
     AccessLog {
         target: String,
@@ -382,6 +388,7 @@ impl<F: ServiceFactory> Server<F> {
             readiness: self.readiness,
             reloader: self.reloader,
             identity: Default::default(),
+            acme: acme::Ordering::new(),
         };
         let plan = host.resources(config.clone(), listeners.clone(), self.factory)?;
         let mut machine = Machine::start(host, plan, started, Journal::default());
@@ -404,7 +411,13 @@ impl<F: ServiceFactory> Server<F> {
                     tls_fingerprint: machine
                         .current_plan()
                         .and_then(|p| p.tls.as_ref())
-                        .map(|t| t.material.fingerprint()),
+                        .and_then(|t| {
+                            // The default site's: what a client without SNI sees.
+                            let ids = &t.identities;
+                            (ids.get(config.sites.default).cloned().flatten())
+                                .or_else(|| ids.iter().flatten().next().cloned())
+                        })
+                        .map(|m| m.fingerprint()),
                     http2: config.http2.clone(),
                 };
                 drop(l);

@@ -275,7 +275,33 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
     }
     render_compress(&mut out, stats);
+    render_acme(&mut out);
     out
+}
+
+/// The supervisor's ACME counters (`supervisor::acme`).
+fn render_acme(out: &mut String) {
+    use std::fmt::Write as _;
+    use std::sync::atomic::Ordering;
+    let acme = crate::supervisor::acme::stats();
+    let series = [
+        (
+            "servery_acme_certificates_issued_total",
+            "Certificates ACME issued and every worker now presents.",
+            acme.issued.load(Ordering::Relaxed),
+        ),
+        (
+            "servery_acme_orders_failed_total",
+            "ACME orders that failed (the certificate in use stays).",
+            acme.failed.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, v) in series {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+        );
+    }
 }
 
 /// The compression cache's series, as server totals: this process's own

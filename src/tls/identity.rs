@@ -1,10 +1,11 @@
 //! The server's TLS identity across generations.
 //!
 //! Owns: what lives for the whole server (the ticket secret, so tickets
-//! survive reloads; the `--tls-self-signed` certificate, made once) and
-//! what each generation gets ([`GenerationTls`]: the certificate files as
-//! they are on disk when it starts, so a reload picks up swapped files, and
-//! the rustls config built from them). Does not own when a generation
+//! survive reloads; the `--tls-self-signed` certificate and the ACME
+//! sites' placeholders, made once) and what each generation gets
+//! ([`GenerationTls`]: each site's certificate files as they are on disk
+//! when it starts, so a reload picks up swapped files, and the rustls
+//! config built from them). Does not own when a generation
 //! starts (the supervisor) nor the handshake (`worker::conn`).
 
 use std::net::SocketAddr;
@@ -14,19 +15,24 @@ use std::time::Duration;
 
 use super::{Error, Material, TicketSecret};
 
-/// Where a generation's certificate comes from.
+/// Where a site's certificate comes from in a generation.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
     /// PEM files, read now.
     Files { cert: &'a Path, key: &'a Path },
     /// The server's self-signed certificate.
     SelfSigned,
+    /// Material the caller has (an ACME certificate, published or stored).
+    Given(&'a Material),
+    /// A self-signed certificate for `hosts`, made once and kept: what an
+    /// ACME site presents until its first certificate arrives.
+    Placeholder { hosts: &'a [String] },
 }
 
-/// One generation's TLS identity: the material (sent to worker processes)
-/// and the config built from it (shared by worker threads).
+/// One generation's TLS identities: the material by site (sent to worker
+/// processes) and the config built from it (shared by worker threads).
 pub struct GenerationTls {
-    pub material: Material,
+    pub identities: Vec<Option<Material>>,
     pub secret: TicketSecret,
     pub config: Arc<rustls::ServerConfig>,
 }
@@ -35,15 +41,19 @@ pub struct GenerationTls {
 #[derive(Debug, Default)]
 pub struct Identity {
     self_signed: Option<Material>,
+    placeholders: Vec<(Vec<String>, Material)>,
     ticket_secret: Option<TicketSecret>,
 }
 
 impl Identity {
-    /// The identity of a new generation. `addrs` are the TLS listeners'
-    /// addresses (the self-signed certificate names them and `localhost`).
+    /// The identities of a new generation, `sources` by site. `addrs` are
+    /// the TLS listeners' addresses (the self-signed certificate names
+    /// them, `localhost` and the sites' exact hosts).
     pub fn for_generation(
         &mut self,
-        source: Source<'_>,
+        sources: &[Option<Source<'_>>],
+        sites: &crate::config::Sites,
+        acme_alpn: bool,
         addrs: &[SocketAddr],
         ticket_rotate: Duration,
         alpn: &[crate::config::http2::Protocol],
@@ -54,16 +64,41 @@ impl Identity {
             Some(s) => s.clone(),
             None => self.ticket_secret.insert(TicketSecret::generate()?).clone(),
         };
-        let material = match source {
+        let mut identities = Vec::with_capacity(sources.len());
+        for source in sources {
+            identities.push(match source {
+                None => None,
+                Some(s) => Some(self.material(*s, sites, addrs)?),
+            });
+        }
+        let config =
+            super::server_config(&identities, sites, acme_alpn, &secret, ticket_rotate, alpn)?;
+        Ok(GenerationTls {
+            identities,
+            secret,
+            config,
+        })
+    }
+
+    fn material(
+        &mut self,
+        source: Source<'_>,
+        sites: &crate::config::Sites,
+        addrs: &[SocketAddr],
+    ) -> Result<Material, Error> {
+        Ok(match source {
             Source::Files { cert, key } => Material::load(cert, key)?,
+            Source::Given(m) => m.clone(),
             Source::SelfSigned => match &self.self_signed {
                 Some(m) => m.clone(),
                 None => {
                     let mut names = vec!["localhost".to_owned()];
-                    for a in addrs {
-                        let ip = a.ip().to_string();
-                        if !names.contains(&ip) {
-                            names.push(ip);
+                    let hosts = sites.list.iter().flat_map(|s| &s.hosts);
+                    let ips = addrs.iter().map(|a| a.ip().to_string());
+                    for n in hosts.cloned().chain(ips) {
+                        let n = n.trim_matches(['[', ']']).to_owned();
+                        if !names.contains(&n) {
+                            names.push(n);
                         }
                     }
                     self.self_signed
@@ -71,12 +106,16 @@ impl Identity {
                         .clone()
                 }
             },
-        };
-        let config = material.server_config(&secret, ticket_rotate, alpn)?;
-        Ok(GenerationTls {
-            material,
-            secret,
-            config,
+            Source::Placeholder { hosts } => {
+                match self.placeholders.iter().find(|(h, _)| h == hosts) {
+                    Some((_, m)) => m.clone(),
+                    None => {
+                        let m = Material::self_signed(hosts)?;
+                        self.placeholders.push((hosts.to_vec(), m.clone()));
+                        m
+                    }
+                }
+            }
         })
     }
 }
@@ -91,13 +130,16 @@ mod tests {
         let mut id = Identity::default();
         let addrs = ["127.0.0.1:0".parse().unwrap()];
         let hour = Duration::from_secs(3600);
+        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let one = [Some(Source::SelfSigned)];
         let a = id
-            .for_generation(Source::SelfSigned, &addrs, hour, &DEFAULT_ALPN)
+            .for_generation(&one, &sites, false, &addrs, hour, &DEFAULT_ALPN)
             .unwrap();
         let b = id
-            .for_generation(Source::SelfSigned, &addrs, hour, &DEFAULT_ALPN)
+            .for_generation(&one, &sites, false, &addrs, hour, &DEFAULT_ALPN)
             .unwrap();
-        assert_eq!(a.material.fingerprint(), b.material.fingerprint());
+        let fingerprint = |g: &GenerationTls| g.identities[0].as_ref().unwrap().fingerprint();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_eq!(a.secret.0, b.secret.0);
     }
 }

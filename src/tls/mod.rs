@@ -20,6 +20,7 @@
 //!    whichever worker the kernel hands it to.
 
 pub mod identity;
+mod resolver;
 mod ticketer;
 
 use std::path::{Path, PathBuf};
@@ -161,35 +162,55 @@ impl Material {
         }
     }
 
-    /// The rustls server configuration every worker uses.
-    pub fn server_config(
-        &self,
-        tickets: &TicketSecret,
-        rotate: Duration,
-        alpn: &[crate::config::http2::Protocol],
-    ) -> Result<Arc<ServerConfig>, Error> {
+    /// The chain and key, ready to present.
+    pub fn certified_key(&self) -> Result<Arc<rustls::sign::CertifiedKey>, Error> {
         let (chain, key) = self.parse(Path::new("certificate"), Path::new("key"))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        let signing = rustls::crypto::ring::default_provider()
+            .key_provider
+            .load_private_key(key)
             .map_err(|source| Error::Rustls {
-                what: "protocol versions",
-                source,
-            })?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|source| Error::Rustls {
-                what: "certificate",
+                what: "unsupported private key",
                 source,
             })?;
-        config.alpn_protocols = alpn.iter().map(|p| p.id().to_vec()).collect();
-        config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
-        // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a
-        // per-worker cache, tickets serve 1.2 across workers too.
-        config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
-        config.send_tls13_tickets = 2;
-        Ok(Arc::new(config))
+        Ok(Arc::new(rustls::sign::CertifiedKey::new(chain, signing)))
     }
+}
+
+/// The rustls server configuration every worker uses: `identities` by site
+/// (`None`: that site has no certificate), chosen by SNI through the
+/// sites' router; `acme_alpn` also offers `acme-tls/1` (TLS-ALPN-01).
+pub fn server_config(
+    identities: &[Option<Material>],
+    sites: &crate::config::Sites,
+    acme_alpn: bool,
+    tickets: &TicketSecret,
+    rotate: Duration,
+    alpn: &[crate::config::http2::Protocol],
+) -> Result<Arc<ServerConfig>, Error> {
+    let resolver = resolver::Resolver::new(identities, sites)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|source| Error::Rustls {
+            what: "protocol versions",
+            source,
+        })?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    config.alpn_protocols = alpn.iter().map(|p| p.id().to_vec()).collect();
+    if acme_alpn {
+        // Last: rustls picks the first of ours the client offers, and only
+        // a validation offers this one (alone, RFC 8737 §3).
+        config
+            .alpn_protocols
+            .push(crate::sites::published::ACME_TLS_ALPN.to_vec());
+    }
+    config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
+    // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a
+    // per-worker cache, tickets serve 1.2 across workers too.
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+    config.send_tls13_tickets = 2;
+    Ok(Arc::new(config))
 }
 
 /// The secret every worker derives its ticket keys from.
@@ -227,9 +248,9 @@ mod tests {
         assert_eq!(m.fingerprint().len(), 32 * 3 - 1);
         let s = TicketSecret::generate().unwrap();
         let alpn = crate::config::http2::DEFAULT_ALPN;
-        let c = m
-            .server_config(&s, Duration::from_secs(3600), &alpn)
-            .unwrap();
+        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let hour = Duration::from_secs(3600);
+        let c = server_config(&[Some(m)], &sites, false, &s, hour, &alpn).unwrap();
         assert_eq!(c.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 

@@ -132,6 +132,8 @@ pub(crate) struct Init<F> {
     pub tls_flags: Vec<bool>,
     /// The TLS configuration for those listeners.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// How names find sites: what a TLS connection's SNI chose.
+    pub sites: Arc<crate::sites::router::Router>,
     /// The access log's sink and format, when there is a log.
     pub access_log: Option<crate::access_log::Setup>,
 }
@@ -298,6 +300,8 @@ pub(crate) struct Ctx<H> {
     pub log: Option<crate::access_log::Log>,
     /// Connections accepted so far: the next one's number (`$connection`).
     pub connections: Cell<u64>,
+    /// How names find sites (the SNI's site of a TLS connection).
+    pub sites: Arc<crate::sites::router::Router>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -357,6 +361,7 @@ async fn lifecycle<F: ServiceFactory>(
             .access_log
             .map(|setup| crate::access_log::Log::new(setup, init.stats.clone())),
         connections: Cell::new(0),
+        sites: init.sites.clone(),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

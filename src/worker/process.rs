@@ -92,9 +92,17 @@ where
         .name("servery-control".into())
         .spawn(move || {
             let mut buf = vec![0u8; MAX_MESSAGE];
-            while let Ok(Some((ToWorker::Control(c), _))) =
-                protocol::recv::<ToWorker>(reader.as_fd(), &mut buf)
-            {
+            loop {
+                let c = match protocol::recv::<ToWorker>(reader.as_fd(), &mut buf) {
+                    Ok(Some((ToWorker::Control(c), _))) => c,
+                    Ok(Some((ToWorker::Acme(update), _))) => {
+                        if let Err(e) = crate::sites::published::global().apply(&update) {
+                            tracing::warn!(error = %e, "refused an ACME certificate");
+                        }
+                        continue;
+                    }
+                    _ => break,
+                };
                 // SIGUSR1 is the writer thread's business, not the loop's.
                 if c == crate::control::Control::ReopenLog {
                     if let Some(sink) = &reopen {
@@ -125,11 +133,28 @@ where
         );
     });
     let settings = Settings::from_config(&config);
+    for (site, material) in &init.acme {
+        let update = crate::sites::published::Update::Certificate {
+            site: site.clone(),
+            material: material.clone(),
+        };
+        crate::sites::published::global()
+            .apply(&update)
+            .map_err(|e| format!("TLS: site {site}: {e}"))?;
+    }
+    let acme_alpn = (config.acme.as_ref())
+        .is_some_and(|a| a.challenge == crate::config::AcmeChallenge::TlsAlpn01);
     let tls = match &init.tls {
-        Some((material, secret)) => Some(
-            material
-                .server_config(secret, config.tls_ticket_rotate(), &config.http2.alpn)
-                .map_err(|e| format!("TLS: {e}"))?,
+        Some((identities, secret)) => Some(
+            crate::tls::server_config(
+                identities,
+                &config.sites,
+                acme_alpn,
+                secret,
+                config.tls_ticket_rotate(),
+                &config.http2.alpn,
+            )
+            .map_err(|e| format!("TLS: {e}"))?,
         ),
         None => None,
     };
@@ -147,6 +172,7 @@ where
         budget,
         tls_flags: init.tls_flags.clone(),
         tls,
+        sites: config.sites.router.clone(),
         access_log,
     });
     // The last lines, handed over at the drain, are written before the

@@ -71,7 +71,13 @@ impl Compression {
         config: &Config,
         cpus: Option<crate::sys::affinity::CpuSet>,
     ) -> std::io::Result<Option<Compression>> {
-        let Some(c) = config.files.compression.clone() else {
+        // Every site that compresses has the same settings; one on is enough.
+        let on = config
+            .sites
+            .list
+            .iter()
+            .find_map(|s| s.files.compression.clone());
+        let Some(c) = on else {
             return Ok(None);
         };
         let processes = match config.isolation {

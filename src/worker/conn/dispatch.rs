@@ -41,10 +41,14 @@ pub(crate) struct Answer {
 /// state is not poisoned by the unwind (a `RefCell` borrow is released as it
 /// unwinds); whether it is still coherent is the service's concern, as with
 /// a panic in any Rust service that keeps running.
-pub(crate) fn respond_to_head<S: Service>(ctx: &Ctx<S>, head: &Head<'_>) -> Option<Answer> {
+pub(crate) fn respond_to_head<S: Service>(
+    ctx: &Ctx<S>,
+    head: &Head<'_>,
+    conn: &crate::app::Connection,
+) -> Option<Answer> {
     let handled = catch_unwind(AssertUnwindSafe(|| {
         inject_panic(ctx, head.target);
-        ctx.service.respond_to_head(head)
+        ctx.service.respond_to_head(head, conn)
     }));
     match handled {
         Ok(None) => None,

@@ -339,7 +339,9 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                                 Decoder::default(),
                             ),
                             Ok((body, skipped)) => {
-                                let Some(answer) = dispatch::respond_to_head(ctx, &head) else {
+                                let Some(answer) =
+                                    dispatch::respond_to_head(ctx, &head, &self.facts)
+                                else {
                                     return Taken::Call;
                                 };
                                 let persistence = if answer.close {

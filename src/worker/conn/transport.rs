@@ -89,9 +89,16 @@ pub(crate) async fn serve_tls<H: Service>(
                         _ => "TLS",
                     }),
                     resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+                    site: session
+                        .server_name()
+                        .and_then(|name| ctx.sites.route(name.as_bytes())),
                 }),
                 ..facts
             };
+            // RFC 8737 §3: a TLS-ALPN-01 validation ends with the handshake.
+            if session.alpn_protocol() == Some(crate::sites::published::ACME_TLS_ALPN) {
+                return;
+            }
             if session.alpn_protocol() == Some(b"h2") {
                 let _gauge = super::OpenGauge::new(&ctx.stats);
                 match tcp.try_into_poll_io() {

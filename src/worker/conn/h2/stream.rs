@@ -154,7 +154,7 @@ pub(super) async fn answer<H: Service>(
         return;
     }
     if H::BORROWS_HEADS {
-        let answer = dispatch::respond_to_head(ctx, &crate::app::head::borrow(&parts));
+        let answer = dispatch::respond_to_head(ctx, &crate::app::head::borrow(&parts), &facts);
         if let Some(answer) = answer {
             // A body nobody reads is taken to its end first, so a stream
             // whose body or trailers break the rules is reset (by `h2`)

@@ -1,0 +1,557 @@
+//! Sites: `[[site]]` tables (virtual hosts), `--unknown-host`, and each
+//! site's root, file settings and TLS identity.
+//!
+//! Owns [`SiteRaw`] (a `[[site]]` table as written), [`SiteConfig`] and
+//! [`Sites`] (validated, with the [`Router`] every worker and the TLS
+//! resolver match names with), and the rules:
+//! - without `[[site]]`, the server is one site: the root, the file
+//!   settings and the TLS identity of the top level, answering every Host;
+//! - a site inherits every top-level file setting and the top-level TLS
+//!   identity it does not set itself (nginx's `http` → `server`);
+//! - every host pattern is a DNS name, an IP address or `*.` and a name,
+//!   and belongs to one site; a site without hosts must be the default;
+//! - the default site is the one marked `default = true`, else the first;
+//!   `unknown_host = "421"` has none (and refuses `default = true`);
+//! - a site's identity is a cert and key pair, `acme = true` (its exact
+//!   DNS names, no wildcards or addresses), or the top level's.
+//!
+//! Does not own matching (`sites::router`), serving (`sites`), loading
+//! certificates for serving (`tls`) nor ordering them (`acme`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::choice::choice;
+use super::compression::{Compress, CompressConfig};
+use super::files::{self, Dotfiles, FilesConfig, HeaderRuleRaw, Symlinks};
+use super::raw::Checked;
+use super::setting::{Echo, Field};
+use super::tls::TlsSource;
+use super::{invalid, Error};
+use crate::sites::router::{normalize_pattern, Router, SiteIndex};
+
+/// An unknown Host goes to the default site, as nginx's `default_server`.
+pub const DEFAULT_UNKNOWN_HOST: UnknownHost = UnknownHost::Default;
+/// The site name of the one-site case (no `[[site]]`).
+pub const ONLY_SITE: &str = "default";
+
+choice! {
+    /// What a request for a host no site has gets.
+    pub enum UnknownHost {
+        /// The default site answers it.
+        Default = "default",
+        /// 421 Misdirected Request; over TLS an unknown SNI fails the
+        /// handshake (nginx's `ssl_reject_handshake`).
+        Misdirected = "421",
+    }
+}
+
+/// One `[[site]]` table of the config file. Unset file settings and an
+/// unset identity are the top level's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SiteRaw {
+    /// A name for logs and the ACME state directory (default: the first host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Exact names, IP addresses, or `*.example.com`.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Unknown hosts go to this site (default: the first site).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoindex: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symlinks: Option<Symlinks>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<Dotfiles>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compress: Option<Compress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Vec<HeaderRuleRaw>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// Obtain and renew this site's certificate by ACME.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acme: bool,
+}
+
+/// Where a site's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SiteTls {
+    /// PEM files (the site's own or the top level's), re-read on reload.
+    Files { cert: PathBuf, key: PathBuf },
+    /// The server's self-signed certificate (`--tls-self-signed`).
+    SelfSigned,
+    /// Ordered and renewed by the supervisor for the site's hosts.
+    Acme,
+}
+
+/// A validated site.
+#[derive(Debug, Clone)]
+pub struct SiteConfig {
+    pub name: String,
+    /// Normalized patterns (lower case, no trailing dot).
+    pub hosts: Vec<String>,
+    /// The directory it serves (absolute when it exists).
+    pub root: PathBuf,
+    pub files: FilesConfig,
+    /// `None`: no certificate; a TLS client naming it is refused.
+    pub tls: Option<SiteTls>,
+}
+
+/// Every site, and how names find them.
+#[derive(Debug, Clone)]
+pub struct Sites {
+    pub list: Vec<SiteConfig>,
+    pub unknown: UnknownHost,
+    /// The default site (also the certificate of a client without SNI);
+    /// with `unknown_host = "421"`, the first site with a certificate.
+    pub default: SiteIndex,
+    pub router: Arc<Router>,
+    /// Whether the sites came from `[[site]]` tables (the effective config
+    /// then shows them).
+    pub written: bool,
+}
+
+impl Sites {
+    /// The site names ACME orders certificates for, with their DNS names.
+    pub fn acme_orders(&self) -> Vec<(String, Vec<String>)> {
+        let acme = self.list.iter().filter(|s| s.tls == Some(SiteTls::Acme));
+        acme.map(|s| (s.name.clone(), s.hosts.clone())).collect()
+    }
+}
+
+impl Echo<Option<Vec<SiteRaw>>> for Sites {
+    fn echo(&self) -> Option<Vec<SiteRaw>> {
+        if !self.written {
+            return None;
+        }
+        let shown = self.list.iter().enumerate().map(|(i, s)| {
+            let (tls_cert, tls_key) = match &s.tls {
+                Some(SiteTls::Files { cert, key }) => (Some(cert.clone()), Some(key.clone())),
+                _ => (None, None),
+            };
+            SiteRaw {
+                name: Some(s.name.clone()),
+                hosts: s.hosts.clone(),
+                default: self.unknown == UnknownHost::Default && i == self.default,
+                root: Some(s.root.clone()),
+                index: Some(s.files.index.clone()),
+                autoindex: Some(s.files.autoindex),
+                cache_control: s.files.cache_control.clone(),
+                symlinks: Some(s.files.symlinks),
+                dotfiles: Some(if s.files.dotfiles {
+                    Dotfiles::Allow
+                } else {
+                    Dotfiles::Deny
+                }),
+                compress: Some(if s.files.compression.is_some() {
+                    Compress::On
+                } else {
+                    Compress::Off
+                }),
+                headers: s.files.rules.echo(),
+                tls_cert,
+                tls_key,
+                acme: s.tls == Some(SiteTls::Acme),
+            }
+        });
+        Some(shown.collect())
+    }
+}
+
+/// The sites of `c`: its `[[site]]` tables, or the one site of the top
+/// level. `base` is the top level's file settings, `compress` the
+/// compression settings a site that turns compression on gets, `tls` the
+/// top level's identity.
+pub(super) fn config(
+    c: &Checked,
+    base: &FilesConfig,
+    compress: &dyn Fn() -> Result<CompressConfig, Error>,
+    tls: Option<&TlsSource>,
+) -> Result<Sites, Error> {
+    let inherited = tls.map(|t| match t {
+        TlsSource::Files { cert, key } => SiteTls::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        TlsSource::SelfSigned => SiteTls::SelfSigned,
+    });
+    if c.site.is_empty() {
+        let only = SiteConfig {
+            name: ONLY_SITE.to_owned(),
+            hosts: Vec::new(),
+            root: canonical(&c.root),
+            files: base.clone(),
+            tls: inherited,
+        };
+        let default = (c.unknown_host == UnknownHost::Default).then_some(0);
+        return Ok(Sites {
+            router: Arc::new(Router::new([(0, &only.hosts[..])], default)),
+            list: vec![only],
+            unknown: c.unknown_host,
+            default: 0,
+            written: false,
+        });
+    }
+    let mut list: Vec<SiteConfig> = Vec::with_capacity(c.site.len());
+    let mut marked = None;
+    for (i, raw) in c.site.iter().enumerate() {
+        let site = one(raw, c, base, compress, inherited.as_ref())?;
+        if list.iter().any(|s| s.name == site.name) {
+            return Err(site_err(
+                "site.name",
+                &site.name,
+                "is the name of two sites; give each its own `name`",
+            ));
+        }
+        for host in &site.hosts {
+            if let Some(other) = list.iter().find(|s| s.hosts.contains(host)) {
+                return Err(site_err(
+                    "site.hosts",
+                    &site.name,
+                    format!(
+                        "{host} is also a host of site {:?}; a name belongs to one site",
+                        other.name
+                    ),
+                ));
+            }
+        }
+        if raw.default {
+            if c.unknown_host == UnknownHost::Misdirected {
+                return Err(site_err(
+                    "site.default",
+                    &site.name,
+                    "unknown_host = \"421\" refuses unknown hosts, so no site is their default; \
+                     remove `default = true` or set unknown_host = \"default\"",
+                ));
+            }
+            if let Some(m) = marked.replace(i) {
+                let first: &SiteConfig = &list[m];
+                return Err(site_err(
+                    "site.default",
+                    &site.name,
+                    format!(
+                        "site {:?} is the default already; mark one site",
+                        first.name
+                    ),
+                ));
+            }
+        }
+        if site.hosts.is_empty() && !(raw.default || (i == 0 && c.site.len() == 1)) {
+            return Err(site_err(
+                "site.hosts",
+                &site.name,
+                "missing: a site that is not the default needs hosts = [\"example.com\"]",
+            ));
+        }
+        list.push(site);
+    }
+    let (default, routed) = match c.unknown_host {
+        UnknownHost::Default => {
+            let d = marked.unwrap_or(0);
+            (d, Some(d))
+        }
+        UnknownHost::Misdirected => (list.iter().position(|s| s.tls.is_some()).unwrap_or(0), None),
+    };
+    let router = Router::new(
+        list.iter().enumerate().map(|(i, s)| (i, &s.hosts[..])),
+        routed,
+    );
+    Ok(Sites {
+        router: Arc::new(router),
+        list,
+        unknown: c.unknown_host,
+        default,
+        written: true,
+    })
+}
+
+fn one(
+    raw: &SiteRaw,
+    c: &Checked,
+    base: &FilesConfig,
+    compress: &dyn Fn() -> Result<CompressConfig, Error>,
+    inherited: Option<&SiteTls>,
+) -> Result<SiteConfig, Error> {
+    let mut hosts = Vec::with_capacity(raw.hosts.len());
+    for written in &raw.hosts {
+        let host = normalize_pattern(written).map_err(|e| {
+            let who = raw.name.as_deref().unwrap_or(written);
+            site_err("site.hosts", who, e.to_string())
+        })?;
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    let name = match &raw.name {
+        Some(n) => n.clone(),
+        None => match hosts.first() {
+            Some(h) => h.replace("*.", "wildcard.").replace([':', '[', ']'], "_"),
+            None => ONLY_SITE.to_owned(),
+        },
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !name_ok {
+        return Err(site_err(
+            "site.name",
+            &name,
+            "is not a site name; use letters, digits, '-', '_' and '.' (at most 64)",
+        ));
+    }
+    let field = |key: &'static str| Field { key, flag: key };
+    let root = match &raw.root {
+        Some(r) => files::root(field("site.root"), r.clone())
+            .map_err(|e| site_err("site.root", &name, strip_field(e)))?,
+        None => c.root.clone(),
+    };
+    let mut f = base.clone();
+    if let Some(index) = &raw.index {
+        f.index = files::index_names(field("site.index"), index.clone())?;
+    }
+    if let Some(a) = raw.autoindex {
+        f.autoindex = a;
+    }
+    if let Some(v) = &raw.cache_control {
+        f.cache_control = Some(files::cache_control(
+            field("site.cache_control"),
+            v.clone(),
+        )?);
+    }
+    if let Some(s) = raw.symlinks {
+        f.symlinks = s;
+    }
+    if let Some(d) = raw.dotfiles {
+        f.dotfiles = d == Dotfiles::Allow;
+    }
+    if let Some(z) = raw.compress {
+        f.compression = match z {
+            Compress::On => Some(compress()?),
+            Compress::Off => None,
+        };
+    }
+    if let Some(rules) = &raw.headers {
+        f.rules = files::header_rules(field("site.headers"), rules.clone())?;
+    }
+    let tls = match (&raw.tls_cert, &raw.tls_key, raw.acme) {
+        (Some(_), _, true) | (_, Some(_), true) => {
+            return Err(site_err(
+                "site.acme",
+                &name,
+                "cannot be combined with tls_cert/tls_key; choose one",
+            ))
+        }
+        (Some(cert), Some(key), false) => {
+            crate::tls::Material::load(cert, key)
+                .map_err(|e| site_err("site.tls_cert", &name, e.to_string()))?;
+            Some(SiteTls::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            })
+        }
+        (Some(_), None, _) => {
+            return Err(site_err(
+                "site.tls_key",
+                &name,
+                "missing: tls_cert needs its tls_key",
+            ))
+        }
+        (None, Some(_), _) => {
+            return Err(site_err(
+                "site.tls_cert",
+                &name,
+                "missing: tls_key needs its tls_cert",
+            ))
+        }
+        (None, None, true) => {
+            if let Some(h) = hosts.iter().find(|h| h.starts_with("*.")) {
+                return Err(site_err(
+                    "site.acme",
+                    &name,
+                    format!("{h}: HTTP-01 and TLS-ALPN-01 cannot prove a wildcard; list the names"),
+                ));
+            }
+            if let Some(h) = hosts
+                .iter()
+                .find(|h| h.parse::<std::net::Ipv4Addr>().is_ok() || h.starts_with('['))
+            {
+                return Err(site_err(
+                    "site.acme",
+                    &name,
+                    format!("{h} is an address; ACME here orders DNS names only"),
+                ));
+            }
+            if hosts.is_empty() {
+                return Err(site_err(
+                    "site.acme",
+                    &name,
+                    "needs hosts to order a certificate for",
+                ));
+            }
+            Some(SiteTls::Acme)
+        }
+        (None, None, false) => inherited.cloned(),
+    };
+    Ok(SiteConfig {
+        name,
+        hosts,
+        root: canonical(&root),
+        files: f,
+        tls,
+    })
+}
+
+/// An error about site `name`.
+fn site_err(field: &'static str, name: &str, problem: impl Into<String>) -> Error {
+    invalid(field, format!("site {name:?}: {}", problem.into()))
+}
+
+/// The problem of a field error, without the field (it is re-attributed).
+fn strip_field(e: Error) -> String {
+    match e {
+        Error::Invalid { problem, .. } => problem,
+        other => other.to_string(),
+    }
+}
+
+/// The absolute path of an existing directory, else as written.
+pub(super) fn canonical(p: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::{err, ok, raw};
+    use crate::config::RawConfig;
+
+    fn site(hosts: &[&str]) -> SiteRaw {
+        SiteRaw {
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            ..SiteRaw::default()
+        }
+    }
+
+    fn with(sites: Vec<SiteRaw>) -> RawConfig {
+        RawConfig {
+            site: Some(sites),
+            ..raw()
+        }
+    }
+
+    #[test]
+    fn without_sites_the_top_level_is_the_one_site() {
+        let s = ok(raw()).sites;
+        assert_eq!(s.list.len(), 1);
+        assert_eq!(s.list[0].name, ONLY_SITE);
+        assert!(s.router.single());
+        assert_eq!(s.router.route(b"whatever.test"), Some(0));
+    }
+
+    #[test]
+    fn sites_inherit_what_they_do_not_set() {
+        let mut a = site(&["a.test"]);
+        a.index = Some(vec!["home.html".into()]);
+        a.compress = Some(Compress::Off);
+        let r = RawConfig {
+            cache_control: Some("max-age=60".into()),
+            ..with(vec![a, site(&["B.test."])])
+        };
+        let s = ok(r).sites;
+        assert_eq!(s.list[0].files.index, ["home.html"]);
+        assert!(s.list[0].files.compression.is_none());
+        assert_eq!(s.list[1].files.index, ["index.html"]);
+        assert!(s.list[1].files.compression.is_some());
+        assert_eq!(s.list[1].files.cache_control.as_deref(), Some("max-age=60"));
+        assert_eq!(s.list[1].name, "b.test");
+        assert_eq!(s.router.route(b"b.test"), Some(1));
+        assert_eq!(s.router.route(b"unknown.test"), Some(0));
+    }
+
+    #[test]
+    fn the_marked_default_gets_unknown_hosts() {
+        let mut b = site(&["b.test"]);
+        b.default = true;
+        let s = ok(with(vec![site(&["a.test"]), b])).sites;
+        assert_eq!(s.default, 1);
+        assert_eq!(s.router.route(b"c.test"), Some(1));
+    }
+
+    #[test]
+    fn refused_sites_name_the_site_and_the_fix() {
+        let e = err(with(vec![site(&["a.test"]), site(&["A.test"])]));
+        assert!(
+            e.starts_with("site.name: site \"a.test\": is the name of two"),
+            "{e}"
+        );
+        let mut dup = site(&["x.test", "a.test"]);
+        dup.name = Some("x".into());
+        let e = err(with(vec![site(&["a.test"]), dup]));
+        assert_eq!(
+            e,
+            "site.hosts: site \"x\": a.test is also a host of site \"a.test\"; a name belongs to one site"
+        );
+        let e = err(with(vec![site(&["a.test"]), site(&[])]));
+        assert!(
+            e.starts_with("site.hosts: site \"default\": missing"),
+            "{e}"
+        );
+        let e = err(with(vec![site(&["a b"])]));
+        assert!(
+            e.starts_with("site.hosts: site \"a b\": \"a b\" is not a host name"),
+            "{e}"
+        );
+        let mut wild = site(&["*.a.test"]);
+        wild.acme = true;
+        let e = err(with(vec![wild]));
+        assert!(e.contains("cannot prove a wildcard"), "{e}");
+        let mut d = site(&["a.test"]);
+        d.default = true;
+        let r = RawConfig {
+            unknown_host: Some(UnknownHost::Misdirected),
+            ..with(vec![d])
+        };
+        assert!(err(r).starts_with("site.default: site \"a.test\": unknown_host = \"421\""));
+    }
+
+    #[test]
+    fn misdirected_has_no_default_route() {
+        let r = RawConfig {
+            unknown_host: Some(UnknownHost::Misdirected),
+            ..with(vec![site(&["a.test"]), site(&["*.b.test"])])
+        };
+        let s = ok(r).sites;
+        assert_eq!(s.router.route(b"a.test"), Some(0));
+        assert_eq!(s.router.route(b"x.b.test"), Some(1));
+        assert_eq!(s.router.route(b"c.test"), None);
+    }
+
+    #[test]
+    fn sites_echo_in_the_effective_config() {
+        let c = ok(with(vec![site(&["a.test"]), site(&["*.b.test"])]));
+        let text = c.to_toml();
+        let back: RawConfig = toml::from_str(&text).unwrap();
+        let sites = back.site.unwrap();
+        assert_eq!(sites[1].name.as_deref(), Some("wildcard.b.test"));
+        assert!(sites[0].default);
+        assert!(ok(raw()).to_toml().find("[[site]]").is_none());
+    }
+}

@@ -1,0 +1,140 @@
+//! Sites (virtual hosts): the service the binary serves, which picks a
+//! site's static files by the request's Host.
+//!
+//! Owns [`Sites`] (one [`Files`] per `[[site]]`, each with its root and
+//! file settings), the Host/SNI consistency rule and 421, the answers to
+//! ACME's HTTP-01 challenges (`published`), and name matching (`router`).
+//! Does not own the sites' settings (`config::sites`), certificates
+//! (`tls`, which selects them by SNI through the same router) nor ordering
+//! them (`acme`).
+//!
+//! Flow of a request:
+//! 1. A path under `/.well-known/acme-challenge/` whose token the
+//!    supervisor published is answered with its key authorization, for any
+//!    Host (RFC 8555 §8.3: the CA asks on port 80 with the name as Host).
+//! 2. One site and it is the default: it answers, nothing is looked at.
+//! 3. Else the Host (the authority, without its port) picks the site:
+//!    exact name, longest wildcard, else the default site or 421.
+//! 4. Over TLS, a Host naming another site than the SNI did is 421
+//!    (RFC 9110 §15.5.20: the connection was made for the other site, and
+//!    its certificate may not cover this one). Without a Host (HTTP/1.0)
+//!    the SNI's site answers.
+//! 5. The site's files answer as any static request.
+//!
+//! Each site's file caches get an even share of the per-worker bounds
+//! (`--file-cache-entries`, `--memory-cache-bytes`), so a worker holds no
+//! more with many sites than with one.
+
+pub mod published;
+pub mod router;
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::app::{Connection, MakeError, Request, Service};
+use crate::config::Config;
+use crate::http::error::{on_error, Refusal};
+use crate::http::response::{Body, Response, Status};
+use crate::http::Head;
+use crate::static_files::compress::Compression;
+use crate::static_files::Files;
+use router::{Router, SiteIndex};
+
+/// The static files of every site, on one worker.
+pub struct Sites {
+    /// By site index.
+    files: Vec<Files>,
+    router: Arc<Router>,
+}
+
+impl Sites {
+    /// The factory the binary serves: on each worker, every site's files,
+    /// all of a process's sharing one [`Compression`], started by the
+    /// first worker of the process that builds its service (so a
+    /// supervisor of worker processes never starts one).
+    pub fn factory(
+        config: &Config,
+    ) -> impl Fn(usize) -> Result<Sites, MakeError> + Send + Sync + 'static {
+        let config = config.clone();
+        // Read before any worker pins itself: the compressor thread, started
+        // from a pinned worker, takes the whole set back.
+        let cpus = crate::sys::affinity::allowed_cpus().ok();
+        let shared: OnceLock<Option<Arc<Compression>>> = OnceLock::new();
+        move |_worker: usize| {
+            let compression = match shared.get() {
+                Some(c) => c.clone(),
+                None => {
+                    let started = Compression::start(&config, cpus.clone())
+                        .map_err(|e| format!("cannot start the compressor thread: {e}"))?
+                        .map(Arc::new);
+                    shared.get_or_init(|| started).clone()
+                }
+            };
+            let n = config.sites.list.len().max(1);
+            let mut files = Vec::with_capacity(n);
+            for site in &config.sites.list {
+                let mut settings = site.files.clone();
+                settings.file_cache_entries =
+                    NonZeroUsize::new(settings.file_cache_entries.get() / n)
+                        .unwrap_or(NonZeroUsize::MIN);
+                settings.memory_cache_bytes /= n;
+                let compression = settings.compression.as_ref().and(compression.clone());
+                let f = Files::open(&site.root, settings, compression)
+                    .map_err(|e| format!("site {:?}: {e}", site.name))?;
+                files.push(f);
+            }
+            Ok(Sites {
+                files,
+                router: config.sites.router.clone(),
+            })
+        }
+    }
+
+    /// The site answering a request for `host` on `conn`; `None`: 421.
+    fn route(&self, host: Option<&[u8]>, conn: &Connection) -> Option<SiteIndex> {
+        if self.router.single() {
+            return Some(0);
+        }
+        let sni = conn.tls.and_then(|t| t.site);
+        let Some(host) = host else {
+            return sni.or(self.router.default_site());
+        };
+        let site = self.router.route(host)?;
+        match sni {
+            Some(s) if s != site => None,
+            _ => Some(site),
+        }
+    }
+
+    fn answer(&self, head: &Head<'_>, conn: &Connection) -> crate::http::Response {
+        if head.path().starts_with(published::HTTP01_PREFIX) {
+            if let Some(key_authorization) = published::global().http01(head.path()) {
+                return Response::new(Status::OK, Body::Bytes(Bytes::from(key_authorization)))
+                    .header("Content-Type", "text/plain");
+            }
+        }
+        match self.route(head.host, conn) {
+            Some(i) => self.files[i].handle(head),
+            None => on_error(&Refusal::Misdirected),
+        }
+    }
+}
+
+impl Service for Sites {
+    type Body = crate::app::Body;
+
+    /// The sites composed into an app: the same answer, from the owned head.
+    async fn call(&self, req: Request) -> crate::app::Response {
+        let (parts, _body, conn) = req.into_parts();
+        let head = crate::app::head::borrow(&parts);
+        crate::app::response::from_static(self.answer(&head, &conn))
+    }
+
+    const BORROWS_HEADS: bool = true;
+
+    fn respond_to_head(&self, head: &Head<'_>, conn: &Connection) -> Option<Response> {
+        Some(self.answer(head, conn))
+    }
+}

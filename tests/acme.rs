@@ -1,0 +1,219 @@
+//! ACME against the real binary and pebble (Let's Encrypt's test CA): a
+//! site with `acme = true` gets its certificate by HTTP-01 or TLS-ALPN-01,
+//! ordered once by the supervisor and presented by every worker (threads
+//! and processes) without a restart; short-lived certificates are renewed;
+//! a failed challenge is reported with the CA's reason and the certificate
+//! in use is kept; a restart serves the stored certificate and orders
+//! nothing.
+//!
+//! pebble validates on the ports the test gives it, where servery's plain
+//! and TLS listeners are bound; its DNS stub answers 127.0.0.1 for every
+//! name (127.0.0.2, where nothing listens, to make a challenge fail). Each
+//! test skips with a `SKIPPED:` line where pebble cannot be installed
+//! (`scripts/install-pebble.sh`).
+
+#[macro_use]
+mod common;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::pebble::{Pebble, PebbleOptions};
+use common::tls::{connect_as, peer_fingerprint, trusting, Tls, TLS13};
+use common::{free_port, wait_until, TestServer};
+
+const DOMAIN: &str = "a.servery.test";
+/// Longer than any test: no renewal unless a test asks for one.
+const LONG: Duration = Duration::from_secs(3_600);
+/// How long a first certificate may take (account, order, validation).
+const ISSUE: Duration = Duration::from_secs(60);
+
+/// pebble, servery's two listeners, a docroot and a state directory.
+struct Rig {
+    pebble: Pebble,
+    http: SocketAddr,
+    tls: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new(validity: Duration) -> Option<Rig> {
+        let (http, tls) = (free_port(), free_port());
+        let pebble = Pebble::start(PebbleOptions {
+            http_port: http.port(),
+            tls_port: tls.port(),
+            validity,
+        })?;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("root")).unwrap();
+        std::fs::write(dir.path().join("root/index.html"), "acme site\n").unwrap();
+        Some(Rig {
+            pebble,
+            http,
+            tls,
+            dir,
+        })
+    }
+
+    fn state(&self) -> std::path::PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn start(&self, challenge: &str, isolation: &str) -> TestServer {
+        let config = self.dir.path().join("servery.toml");
+        let text = format!(
+            "bind = [\"{http}\"]\ntls_bind = [\"{tls}\"]\nworkers = 2\n\
+             acme_directory = \"{dir}\"\nacme_ca_roots = \"{roots}\"\n\
+             acme_state_dir = \"{state}\"\nacme_challenge = \"{challenge}\"\n\
+             acme_retry = 1\nacme_contact = [\"mailto:ops@servery.test\"]\n\
+             [[site]]\nhosts = [\"{DOMAIN}\"]\nroot = \"{root}\"\nacme = true\n",
+            http = self.http,
+            tls = self.tls,
+            dir = self.pebble.directory_url(),
+            roots = self.pebble.roots_pem().display(),
+            state = self.state().display(),
+            root = self.dir.path().join("root").display(),
+        );
+        std::fs::write(&config, text).unwrap();
+        TestServer::builder()
+            .no_bind()
+            .isolation(isolation)
+            .admin()
+            .args(&["--config", config.to_str().unwrap()])
+            .start()
+    }
+
+    /// A handshake that trusts only pebble's issuing root.
+    fn verified(&self) -> std::io::Result<Tls> {
+        let config = trusting(self.pebble.issuer_roots(), TLS13);
+        connect_as(&config, self.tls, DOMAIN)
+    }
+
+    /// Wait until every worker presents a certificate pebble issued; its
+    /// fingerprint.
+    fn wait_issued(&self, server: &TestServer, other_than: Option<&str>) -> String {
+        let mut last = String::new();
+        let ok = wait_until(ISSUE, || match self.verified() {
+            Ok(t) => {
+                last = peer_fingerprint(&t);
+                Some(last.as_str()) != other_than
+            }
+            Err(e) => {
+                last = e.to_string();
+                false
+            }
+        });
+        assert!(
+            ok,
+            "no (new) pebble certificate: {last}\nservery:\n{}\npebble:\n{}",
+            server.stderr(),
+            self.pebble.logs()
+        );
+        // A fresh handshake reaches either worker; each must present it.
+        for _ in 0..8 {
+            assert_eq!(peer_fingerprint(&self.verified().unwrap()), last);
+        }
+        last
+    }
+}
+
+fn serves_over(t: &mut Tls) -> String {
+    use std::io::Write;
+    let req = format!("GET / HTTP/1.1\r\nHost: {DOMAIN}\r\nConnection: close\r\n\r\n");
+    t.write_all(req.as_bytes()).unwrap();
+    common::http::read_response(t).body_text()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn issued_total(server: &TestServer) -> f64 {
+    common::http::metric(&server.metrics(), "servery_acme_certificates_issued_total").unwrap()
+}
+
+/// Issuance by `challenge`: the site starts on its placeholder, every
+/// worker then presents the pebble certificate, the state directory holds
+/// the account and the pair with safe modes.
+fn issues_by(challenge: &str, isolation: &str) {
+    let Some(rig) = Rig::new(LONG) else { return };
+    let s = rig.start(challenge, isolation);
+    let fp = rig.wait_issued(&s, None);
+    assert_eq!(serves_over(&mut rig.verified().unwrap()), "acme site\n");
+    let state = rig.state();
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("account.json")), 0o600);
+    assert_eq!(mode(&state.join("sites/a.servery.test/key.pem")), 0o600);
+    assert!(state.join("sites/a.servery.test/cert.pem").is_file());
+    assert_eq!(issued_total(&s), 1.0);
+    // Plain HTTP still serves the site; the challenge path is gone.
+    let r = common::http::parse_responses(&common::http::send_to(
+        rig.http,
+        format!("GET / HTTP/1.1\r\nHost: {DOMAIN}\r\nConnection: close\r\n\r\n").as_bytes(),
+    ));
+    assert_eq!(r[0].body_text(), "acme site\n");
+    drop(s);
+
+    // A restart serves the stored certificate at once and orders nothing.
+    let s = rig.start(challenge, isolation);
+    assert_eq!(peer_fingerprint(&rig.verified().unwrap()), fp);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(issued_total(&s), 0.0, "{}", s.stderr());
+}
+
+fn http01_issues_a_certificate_every_worker_presents(isolation: &str) {
+    issues_by("http-01", isolation);
+}
+
+fn tls_alpn01_issues_a_certificate_every_worker_presents(isolation: &str) {
+    issues_by("tls-alpn-01", isolation);
+}
+
+/// Short-lived certificates are renewed at two-thirds of their life; a
+/// challenge that then fails is reported with the CA's reason, counted,
+/// and the certificate in use stays.
+fn renews_and_keeps_the_certificate_when_a_renewal_fails(isolation: &str) {
+    let Some(rig) = Rig::new(Duration::from_secs(9)) else {
+        return;
+    };
+    let s = rig.start("http-01", isolation);
+    let first = rig.wait_issued(&s, None);
+    let second = rig.wait_issued(&s, Some(&first));
+    assert_ne!(first, second);
+    // Names now resolve where nothing listens: the next renewal fails.
+    rig.pebble.set_default_ipv4("127.0.0.2");
+    let failed = wait_until(Duration::from_secs(30), || {
+        common::http::metric(&s.metrics(), "servery_acme_orders_failed_total").unwrap() >= 1.0
+    });
+    assert!(failed, "no failed order\n{}", s.stderr());
+    s.wait_log("ACME: order failed", 1, Duration::from_secs(10));
+    let log = s.stderr();
+    assert!(
+        log.contains("127.0.0.2") || log.contains("onnection refused"),
+        "{log}"
+    );
+    // Still the last good certificate, on every worker.
+    for _ in 0..4 {
+        let t = connect_as(&common::tls::trusting_any(), rig.tls, DOMAIN).unwrap();
+        let fp = peer_fingerprint(&t);
+        assert!(
+            fp == second || fp != first,
+            "went back to the first certificate"
+        );
+        assert_eq!(
+            fp, second,
+            "the renewed certificate was replaced after a failure"
+        );
+    }
+}
+
+variant_tests!(
+    [threads = "thread", processes = "process"]
+    [
+        http01_issues_a_certificate_every_worker_presents,
+        tls_alpn01_issues_a_certificate_every_worker_presents,
+        renews_and_keeps_the_certificate_when_a_renewal_fails,
+    ]
+);
