@@ -113,7 +113,7 @@ pub(crate) fn directory(field: Field, url: String) -> Result<String, Error> {
 /// `--acme-contact`: URIs such as `mailto:ops@example.com`.
 pub(crate) fn contacts(field: Field, list: Vec<String>) -> Result<Vec<String>, Error> {
     for c in &list {
-        let scheme = c.split_once(':').map(|(s, rest)| (s, rest));
+        let scheme = c.split_once(":");
         let ok = matches!(scheme, Some((s, rest)) if !s.is_empty() && !rest.is_empty()
             && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)))
             && !c

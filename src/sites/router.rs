@@ -175,9 +175,9 @@ mod tests {
     use super::*;
 
     fn router(default: Option<SiteIndex>) -> Router {
-        let a = vec!["example.com".to_owned(), "www.example.com".to_owned()];
-        let b = vec!["*.example.com".to_owned()];
-        let c = vec!["*.static.example.com".to_owned(), "[::1]".to_owned()];
+        let a = ["example.com".to_owned(), "www.example.com".to_owned()];
+        let b = ["*.example.com".to_owned()];
+        let c = ["*.static.example.com".to_owned(), "[::1]".to_owned()];
         Router::new([(0, &a[..]), (1, &b[..]), (2, &c[..])], default)
     }
 
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn one_default_site_answers_without_a_lookup() {
-        let hosts = vec!["a.test".to_owned()];
+        let hosts = ["a.test".to_owned()];
         let r = Router::new([(0, &hosts[..])], Some(0));
         assert!(r.single());
         assert_eq!(r.route(b"anything"), Some(0));
