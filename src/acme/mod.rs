@@ -15,8 +15,9 @@
 //!    group/world-writable or owned by another user), the site names and
 //!    domains, and starts the `servery-acme` thread with a current-thread
 //!    tokio runtime. Before that, the caller serves what [`stored`] finds.
-//! 2. Each order is due at once if nothing usable is stored or the stored
-//!    certificate is past [`renew_at`]; otherwise it sleeps until then.
+//! 2. Each order is due at once if nothing usable is stored, the stored
+//!    certificate does not name every domain, or it is past [`renew_at`];
+//!    otherwise it sleeps until then.
 //! 3. A due order opens the account (the stored one, or a new one with the
 //!    terms agreed), orders the domains, picks the configured
 //!    [`Challenge`] for each pending authorization, [`Responder::publish`]es
