@@ -268,9 +268,13 @@ impl World {
     }
 
     fn manager(&self, challenge: Challenge) -> Manager {
+        self.manager_for(challenge, &[DOMAIN])
+    }
+
+    fn manager_for(&self, challenge: Challenge, domains: &[&str]) -> Manager {
         let orders = vec![Order {
             site: SITE.into(),
-            domains: vec![DOMAIN.into()],
+            domains: domains.iter().map(|d| d.to_string()).collect(),
         }];
         let responder: Arc<dyn Responder> = self.server.clone();
         Manager::start(self.settings(challenge), orders, responder).expect("start the engine")
@@ -465,6 +469,39 @@ fn a_restart_with_a_valid_certificate_orders_nothing() {
         account
     );
     assert_eq!(on_disk(&s), cert.material.chain_pem);
+}
+
+#[test]
+fn a_restart_with_another_domain_orders_at_once() {
+    let Some(w) = World::start(LONG) else { return };
+    let first = w.manager(Challenge::Http01);
+    let cert = w.issued(ISSUE);
+    first.stop();
+    let again = w.manager_for(Challenge::Http01, &[DOMAIN, "b.servery.test"]);
+    let second = w.issued(ISSUE);
+    again.stop();
+    assert_ne!(second.material.chain_pem, cert.material.chain_pem);
+    let leaf = CertificateDer::from_pem_slice(second.material.chain_pem.as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(w.pebble.issuer_roots()),
+        provider,
+    )
+    .build()
+    .unwrap();
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(second.material.chain_pem.as_bytes())
+        .map(|c| c.unwrap())
+        .collect();
+    use rustls::client::danger::ServerCertVerifier;
+    verifier
+        .verify_server_cert(
+            &leaf,
+            &chain[1..],
+            &ServerName::try_from("b.servery.test").unwrap(),
+            &[],
+            UnixTime::now(),
+        )
+        .expect("the new certificate names the added domain");
 }
 
 #[test]

@@ -34,7 +34,13 @@ pub(super) async fn run(settings: Settings, orders: Vec<Order>, responder: Arc<d
         .into_iter()
         .map(|order| {
             let due = match store::stored(&settings.state_dir, &order.site) {
-                Ok(Some(cert)) => schedule::renew_at(cert.not_before, cert.not_after),
+                Ok(Some(cert)) if store::covers(&cert.material, &order.domains) => {
+                    schedule::renew_at(cert.not_before, cert.not_after)
+                }
+                Ok(Some(_)) => {
+                    tracing::info!(site = order.site, domains = ?order.domains, "stored certificate does not name every domain: ordering a new one");
+                    now
+                }
                 Ok(None) => now,
                 Err(e) => {
                     tracing::warn!(site = order.site, error = %e, "stored certificate unusable: ordering a new one");

@@ -15,8 +15,9 @@
 //!    group/world-writable or owned by another user), the site names and
 //!    domains, and starts the `servery-acme` thread with a current-thread
 //!    tokio runtime. Before that, the caller serves what [`stored`] finds.
-//! 2. Each order is due at once if nothing usable is stored or the stored
-//!    certificate is past [`renew_at`]; otherwise it sleeps until then.
+//! 2. Each order is due at once if nothing usable is stored, the stored
+//!    certificate does not name every domain, or it is past [`renew_at`];
+//!    otherwise it sleeps until then.
 //! 3. A due order opens the account (the stored one, or a new one with the
 //!    terms agreed), orders the domains, picks the configured
 //!    [`Challenge`] for each pending authorization, [`Responder::publish`]es
@@ -52,6 +53,9 @@ pub use store::stored;
 
 /// How long [`Manager::stop`] waits for the thread before leaving it behind.
 const STOP_JOIN: Duration = Duration::from_secs(2);
+/// The shortest retry delay: a zero `retry_min` must not make the engine
+/// spin against the CA.
+const RETRY_FLOOR: Duration = Duration::from_secs(1);
 
 /// What the engine needs to know, for every order.
 #[derive(Clone, Debug)]
@@ -67,7 +71,8 @@ pub struct Settings {
     pub ca_roots: Option<PathBuf>,
     /// The challenge type answered for every authorization.
     pub challenge: Challenge,
-    /// The first retry delay after a failure (production: 60 s).
+    /// The first retry delay after a failure (production: 60 s; at least
+    /// 1 s).
     pub retry_min: Duration,
     /// The cap on retry delays (production: 24 h).
     pub retry_max: Duration,
@@ -148,6 +153,8 @@ pub trait Responder: Send + Sync + 'static {
 /// Why the engine could not start, or an attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("ACME directory {url:?} is not an https:// URL")]
+    Directory { url: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -199,8 +206,8 @@ pub enum Error {
     Spawn(std::io::Error),
 }
 
-/// The running engine. Dropping it without [`Manager::stop`] leaves the
-/// thread running until the process exits.
+/// The running engine. Dropping it stops the thread too, without waiting
+/// for it.
 pub struct Manager {
     stop: tokio::sync::watch::Sender<bool>,
     done: std::sync::mpsc::Receiver<()>,
@@ -221,10 +228,28 @@ impl Manager {
         orders: Vec<Order>,
         responder: Arc<dyn Responder>,
     ) -> Result<Manager, Error> {
-        store::prepare(&settings.state_dir)?;
-        for order in &orders {
-            validate(order)?;
+        if !settings.directory.starts_with("https://") {
+            return Err(Error::Directory {
+                url: settings.directory,
+            });
         }
+        if let Some(roots) = &settings.ca_roots {
+            order::load_roots(roots)?;
+        }
+        store::prepare(&settings.state_dir)?;
+        for (i, order) in orders.iter().enumerate() {
+            validate(order)?;
+            if orders[..i].iter().any(|o| o.site == order.site) {
+                return Err(Error::Site {
+                    site: order.site.clone(),
+                    reason: "names two orders: each site has one certificate",
+                });
+            }
+        }
+        let settings = Settings {
+            retry_min: settings.retry_min.max(RETRY_FLOOR),
+            ..settings
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -302,6 +327,51 @@ mod tests {
     #[test]
     fn accepts_plain_names() {
         validate(&order("www", &["example.com", "www.example.com"])).unwrap();
+    }
+
+    struct Nobody;
+    impl Responder for Nobody {
+        fn publish(&self, _: &Answer) {}
+        fn withdraw(&self, _: &Answer) {}
+        fn issued(&self, _: &str, _: &Certificate) {}
+        fn failed(&self, _: &str, _: &Error, _: Duration) {}
+    }
+
+    #[test]
+    fn start_refuses_what_cannot_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            directory: "https://ca.test/dir".into(),
+            contact: vec![],
+            state_dir: tmp.path().join("acme"),
+            ca_roots: None,
+            challenge: Challenge::Http01,
+            retry_min: Duration::from_secs(60),
+            retry_max: Duration::from_secs(86_400),
+        };
+        let start = |s: Settings, orders: Vec<Order>| Manager::start(s, orders, Arc::new(Nobody));
+        let plain = Settings {
+            directory: "http://ca.test/dir".into(),
+            ..settings.clone()
+        };
+        assert!(matches!(start(plain, vec![]), Err(Error::Directory { .. })));
+        let junk = tmp.path().join("junk.pem");
+        std::fs::write(&junk, "not PEM").unwrap();
+        let roots = Settings {
+            ca_roots: Some(junk),
+            ..settings.clone()
+        };
+        assert!(matches!(start(roots, vec![]), Err(Error::Roots { .. })));
+        let twice = vec![order("a", &["a.test"]), order("a", &["b.test"])];
+        assert!(matches!(
+            start(settings.clone(), twice),
+            Err(Error::Site { .. })
+        ));
+        // Nothing to order: starts, and stops at once.
+        let m = start(settings, vec![]).unwrap();
+        let t = std::time::Instant::now();
+        m.stop();
+        assert!(t.elapsed() < STOP_JOIN);
     }
 
     #[test]

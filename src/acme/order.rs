@@ -76,36 +76,44 @@ fn client(roots: Option<&Path>) -> Result<Box<dyn HttpClient>, Error> {
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match roots {
         Some(path) => {
-            let bad = |detail: String| Error::Roots {
-                path: path.to_owned(),
-                detail,
-            };
-            let mut store = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(path).map_err(|e| bad(e.to_string()))? {
-                let cert = cert.map_err(|e| bad(e.to_string()))?;
-                store.add(cert).map_err(|e| bad(e.to_string()))?;
-            }
-            if store.is_empty() {
-                return Err(bad("no PEM certificate".into()));
-            }
             let config = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
-                .map_err(|e| bad(e.to_string()))?
-                .with_root_certificates(store)
+                .map_err(|e| Error::Roots {
+                    path: path.to_owned(),
+                    detail: e.to_string(),
+                })?
+                .with_root_certificates(load_roots(path)?)
                 .with_no_client_auth();
             builder.with_tls_config(config)
         }
         None => builder
             .with_provider_and_platform_verifier(provider)
-            .map_err(|source| Error::Io {
-                path: "the platform's CA roots".into(),
-                source,
+            .map_err(|e| Error::Roots {
+                path: "(the platform's verifier)".into(),
+                detail: e.to_string(),
             })?,
     };
     let connector = builder.https_only().enable_http1().build();
     let hyper = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector);
     Ok(Box::new(Bounded(Box::new(hyper))))
+}
+
+/// Every PEM certificate in `path`, as trust anchors (at least one).
+pub(super) fn load_roots(path: &Path) -> Result<rustls::RootCertStore, Error> {
+    let bad = |detail: String| Error::Roots {
+        path: path.to_owned(),
+        detail,
+    };
+    let mut store = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).map_err(|e| bad(e.to_string()))? {
+        let cert = cert.map_err(|e| bad(e.to_string()))?;
+        store.add(cert).map_err(|e| bad(e.to_string()))?;
+    }
+    if store.is_empty() {
+        return Err(bad("no PEM certificate".into()));
+    }
+    Ok(store)
 }
 
 /// An [`HttpClient`] whose requests fail after [`REQUEST_TIMEOUT`].

@@ -147,6 +147,33 @@ pub(super) fn certificate(material: Material, origin: &str) -> Result<Certificat
     })
 }
 
+/// Whether the leaf of `material` names every one of `domains` (a site whose
+/// domains changed needs a new certificate, whatever its dates).
+pub(super) fn covers(material: &Material, domains: &[String]) -> bool {
+    let Some(Ok(leaf)) = CertificateDer::pem_slice_iter(material.chain_pem.as_bytes()).next()
+    else {
+        return false;
+    };
+    let Ok((_, x509)) = x509_parser::parse_x509_certificate(&leaf) else {
+        return false;
+    };
+    let Ok(Some(san)) = x509.subject_alternative_name() else {
+        return false;
+    };
+    let names: Vec<&str> = san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(*d),
+            _ => None,
+        })
+        .collect();
+    domains
+        .iter()
+        .all(|d| names.iter().any(|n| n.eq_ignore_ascii_case(d)))
+}
+
 /// `account.json`: the credentials and the directory they belong to.
 #[derive(Serialize, Deserialize)]
 struct AccountFile {
@@ -342,6 +369,14 @@ mod tests {
         save(tmp.path(), "www", &mixed).unwrap();
         let err = stored(tmp.path(), "www").unwrap_err();
         assert!(matches!(err, Error::BadCertificate { .. }), "{err}");
+    }
+
+    #[test]
+    fn coverage_needs_every_domain_in_the_sans() {
+        let m = material(1);
+        assert!(covers(&m, &["a.test".into()]));
+        assert!(covers(&m, &["A.Test".into()]));
+        assert!(!covers(&m, &["a.test".into(), "b.test".into()]));
     }
 
     #[test]
