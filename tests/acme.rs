@@ -126,6 +126,14 @@ fn serves_over(t: &mut Tls) -> String {
     common::http::read_response(t).body_text()
 }
 
+/// `GET /` on `t`, keeping it open.
+fn keep_alive_get(t: &mut Tls) -> String {
+    use std::io::Write;
+    let req = format!("GET / HTTP/1.1\r\nHost: {DOMAIN}\r\n\r\n");
+    t.write_all(req.as_bytes()).unwrap();
+    common::http::read_response(t).body_text()
+}
+
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
@@ -180,8 +188,16 @@ fn renews_and_keeps_the_certificate_when_a_renewal_fails(isolation: &str) {
     };
     let s = rig.start("http-01", isolation);
     let first = rig.wait_issued(&s, None);
+    // A connection made with the first certificate outlives its renewal.
+    let mut kept = rig.verified().unwrap();
+    assert_eq!(keep_alive_get(&mut kept), "acme site\n");
     let second = rig.wait_issued(&s, Some(&first));
     assert_ne!(first, second);
+    assert_eq!(
+        keep_alive_get(&mut kept),
+        "acme site\n",
+        "the renewal dropped a connection"
+    );
     // Names now resolve where nothing listens: the next renewal fails.
     rig.pebble.set_default_ipv4("127.0.0.2");
     let failed = wait_until(Duration::from_secs(30), || {

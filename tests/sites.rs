@@ -269,6 +269,28 @@ fn sni_picks_the_certificate_and_a_host_of_another_site_is_421(isolation: &str) 
     let _ = get(&mut n, "/", "");
 }
 
+/// HTTP/2 coalescing: a client reusing a connection made for one site for
+/// another site's `:authority` is told 421, and retries on its own
+/// connection.
+fn an_h2_connection_for_one_site_refuses_another_sites_authority(isolation: &str) {
+    let l = Layout::new();
+    let dir = l.dir.path();
+    let fp_a = certificate(dir, "a", &["a.test"]);
+    let fp_b = certificate(dir, "b", &["*.b.test"]);
+    let config = l.config(&TLS_SITES.replace("{dir}", dir.to_str().unwrap()));
+    let s = l.start(&config, isolation, true);
+    let tls = common::h2::tls_config(&fp_a, &[b"h2"]);
+    let mut a = common::h2::Client::tls_as(s.https(), tls, "a.test").expect("h2 by ALPN");
+    let own = a.send(&common::h2::Exchange::get("/").authority("a.test"));
+    assert_eq!((own.status, own.body_text().as_str()), (200, "site a\n"));
+    let other = a.send(&common::h2::Exchange::get("/").authority("www.b.test:443"));
+    assert_eq!(other.status, 421);
+    let tls = common::h2::tls_config(&fp_b, &[b"h2"]);
+    let mut b = common::h2::Client::tls_as(s.https(), tls, "www.b.test").expect("h2 by ALPN");
+    let own = b.send(&common::h2::Exchange::get("/").authority("www.b.test:443"));
+    assert_eq!(own.body_text(), "site b\n");
+}
+
 fn an_unknown_sni_fails_the_handshake_with_421_for_unknown_hosts(isolation: &str) {
     let l = Layout::new();
     let dir = l.dir.path();
@@ -323,6 +345,7 @@ variant_tests!(
         wildcards_yield_to_exact_names_and_longer_wildcards,
         unknown_hosts_get_421_when_asked,
         sni_picks_the_certificate_and_a_host_of_another_site_is_421,
+        an_h2_connection_for_one_site_refuses_another_sites_authority,
         an_unknown_sni_fails_the_handshake_with_421_for_unknown_hosts,
         sites_reload_with_sighup,
     ]

@@ -305,8 +305,7 @@ fn one(
     };
     let name_ok = !name.is_empty()
         && name.len() <= 64
-        && name != "."
-        && name != ".."
+        && !name.starts_with('.')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
@@ -314,7 +313,7 @@ fn one(
         return Err(site_err(
             "site.name",
             &name,
-            "is not a site name; use letters, digits, '-', '_' and '.' (at most 64)",
+            "is not a site name; use letters, digits, '-', '_' and '.' (not first; at most 64)",
         ));
     }
     let field = |key: &'static str| Field { key, flag: key };

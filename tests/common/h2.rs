@@ -118,13 +118,22 @@ impl Client {
         addr: SocketAddr,
         config: Arc<rustls::ClientConfig>,
     ) -> Result<Client, Option<Vec<u8>>> {
+        Client::tls_as(addr, config, "localhost")
+    }
+
+    /// [`Client::tls`] with SNI `sni`.
+    pub fn tls_as(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        sni: &str,
+    ) -> Result<Client, Option<Vec<u8>>> {
         let rt = runtime();
         let tls = rt.block_on(async {
             let tcp = bounded("connect", tokio::net::TcpStream::connect(addr))
                 .await
                 .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
             tcp.set_nodelay(true).expect("nodelay");
-            let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+            let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).expect("a name");
             let connector = tokio_rustls::TlsConnector::from(config);
             bounded("TLS handshake", connector.connect(name, tcp))
                 .await
@@ -261,6 +270,8 @@ pub struct Exchange {
     /// HTTP/1.1 sends the body chunked, its length unknown (HTTP/2 never
     /// declares one unless a `content-length` field is given).
     pub chunked: bool,
+    /// HTTP/2's `:authority`.
+    pub authority: String,
 }
 
 impl Exchange {
@@ -272,7 +283,14 @@ impl Exchange {
             body: Vec::new(),
             trailers: Vec::new(),
             chunked: false,
+            authority: "test".to_owned(),
         }
+    }
+
+    /// HTTP/2's `:authority` (default `test`).
+    pub fn authority(mut self, authority: &str) -> Exchange {
+        self.authority = authority.to_owned();
+        self
     }
 
     pub fn get(path: &str) -> Exchange {
@@ -344,7 +362,7 @@ impl Exchange {
     pub fn h2_request(&self) -> Request<()> {
         let mut req = Request::builder()
             .method(self.method.clone())
-            .uri(format!("http://test{}", self.path));
+            .uri(format!("http://{}{}", self.authority, self.path));
         for (name, value) in &self.fields {
             req = req.header(name.as_str(), value.as_str());
         }

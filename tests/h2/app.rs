@@ -418,13 +418,13 @@ fn the_service_sees_the_protocol(driver: &str) {
         .unwrap_or_else(|alpn| panic!("ALPN chose {alpn:?}, not h2"));
     assert_eq!(
         client.send(&ex).body_text(),
-        "version=HTTP/2.0 tls=Some(Tls { alpn: Some(H2), version: Some(\"TLSv1.3\"), resumed: false }) peer=Some(127.0.0.1) worker=0\n"
+        "version=HTTP/2.0 tls=Some(Tls { alpn: Some(H2), version: Some(\"TLSv1.3\"), resumed: false, site: Some(0) }) peer=Some(127.0.0.1) worker=0\n"
     );
     let mut s = connected(&pinned(fp, TLS13), addr);
     let h1 = request(&mut s, "/facts", "").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         h1.body_text(),
-        "version=HTTP/1.1 tls=Some(Tls { alpn: Some(Http11), version: Some(\"TLSv1.3\"), resumed: false }) peer=Some(127.0.0.1) worker=0\n"
+        "version=HTTP/1.1 tls=Some(Tls { alpn: Some(Http11), version: Some(\"TLSv1.3\"), resumed: false, site: Some(0) }) peer=Some(127.0.0.1) worker=0\n"
     );
 }
 
