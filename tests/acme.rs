@@ -156,6 +156,24 @@ fn issues_by(challenge: &str, isolation: &str) {
     assert_eq!(mode(&state.join("sites/a.servery.test/key.pem")), 0o600);
     assert!(state.join("sites/a.servery.test/cert.pem").is_file());
     assert_eq!(issued_total(&s), 1.0);
+    if isolation == "process" {
+        // A worker process started after the issuance (a crash's
+        // replacement) gets the certificate in its Init.
+        let before = s.wait_workers(2);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(before[0] as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let replaced = wait_until(Duration::from_secs(10), || {
+            let now = s.workers();
+            now.len() == 2 && !now.contains(&before[0])
+        });
+        assert!(replaced, "no replacement\n{}", s.stderr());
+        for _ in 0..8 {
+            assert_eq!(peer_fingerprint(&rig.verified().unwrap()), fp);
+        }
+    }
     // Plain HTTP still serves the site; the challenge path is gone.
     let r = common::http::parse_responses(&common::http::send_to(
         rig.http,
