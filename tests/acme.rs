@@ -182,7 +182,10 @@ fn issues_by(challenge: &str, isolation: &str) {
     assert_eq!(r[0].body_text(), "acme site\n");
     drop(s);
 
-    // A restart serves the stored certificate at once and orders nothing.
+    // A restart serves the stored certificate at once and orders nothing
+    // (once the killed workers have let go of the ports).
+    let free = |a: SocketAddr| std::net::TcpListener::bind(a).is_ok();
+    assert!(wait_until(Duration::from_secs(10), || free(rig.http) && free(rig.tls)));
     let s = rig.start(challenge, isolation);
     assert_eq!(peer_fingerprint(&rig.verified().unwrap()), fp);
     std::thread::sleep(Duration::from_secs(2));
@@ -241,6 +244,66 @@ fn renews_and_keeps_the_certificate_when_a_renewal_fails(isolation: &str) {
             "the renewed certificate was replaced after a failure"
         );
     }
+}
+
+/// A reload that adds an ACME site orders its certificate; the site that
+/// was there keeps its own (stored, nothing ordered again for it).
+#[test]
+fn a_reload_adding_a_site_orders_only_its_certificate() {
+    let Some(rig) = Rig::new(LONG) else { return };
+    let s = rig.start("http-01", "thread");
+    let fp = rig.wait_issued(&s, None);
+    let config = rig.dir.path().join("servery.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[[site]]\nhosts = [\"b.servery.test\"]\nroot = \"{}\"\nacme = true\n",
+        rig.dir.path().join("root").display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    s.signal(nix::sys::signal::Signal::SIGHUP);
+    let roots = trusting(rig.pebble.issuer_roots(), TLS13);
+    let ok = wait_until(ISSUE, || {
+        connect_as(&roots, rig.tls, "b.servery.test").is_ok()
+    });
+    assert!(ok, "no certificate for the new site\n{}", s.stderr());
+    assert_eq!(issued_total(&s), 2.0, "{}", s.stderr());
+    assert_eq!(peer_fingerprint(&rig.verified().unwrap()), fp);
+}
+
+/// An unsafe state directory refuses the start, naming the path and the
+/// fix; nothing binds.
+#[test]
+fn an_unsafe_state_directory_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let config = dir.path().join("servery.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "bind = [\"127.0.0.1:0\"]\ntls_bind = [\"127.0.0.1:0\"]\n\
+             acme_directory = \"https://127.0.0.1:9/dir\"\nacme_state_dir = \"{}\"\n\
+             [[site]]\nhosts = [\"{DOMAIN}\"]\nroot = \"{}\"\nacme = true\n",
+            state.display(),
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = common::run_bounded(
+        std::process::Command::new(env!("CARGO_BIN_EXE_servery")).args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+        ]),
+        Duration::from_secs(10),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("0777: make it writable by its owner only (chmod 700)"),
+        "{err}"
+    );
 }
 
 variant_tests!(

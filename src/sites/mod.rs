@@ -109,8 +109,9 @@ impl Sites {
     }
 
     fn answer(&self, head: &Head<'_>, conn: &Connection) -> crate::http::Response {
-        if head.path().starts_with(published::HTTP01_PREFIX) {
-            if let Some(key_authorization) = published::global().http01(head.path()) {
+        let path = head.path();
+        if path.starts_with(published::HTTP01_PREFIX) {
+            if let Some(key_authorization) = published::global().http01(path) {
                 return Response::new(Status::OK, Body::Bytes(Bytes::from(key_authorization)))
                     .header("Content-Type", "text/plain");
             }

@@ -38,7 +38,7 @@
 //!    `force_timeout` SIGKILL process groups; report survivors. A second
 //!    SIGINT returns at once.
 
-pub mod acme;
+pub(crate) mod acme;
 mod beats;
 mod child;
 mod generation;

@@ -88,16 +88,7 @@ impl Material {
             chain_pem: read(cert)?,
             key_pem: read(key)?,
         };
-        let (chain, private) = m.parse(cert, key)?;
-        let provider = rustls::crypto::ring::default_provider();
-        let signing = provider
-            .key_provider
-            .load_private_key(private)
-            .map_err(|source| Error::Rustls {
-                what: "unsupported private key",
-                source,
-            })?;
-        let certified = rustls::sign::CertifiedKey::new(chain, signing);
+        let certified = m.certified_with(cert, key)?;
         certified.keys_match().map_err(|_| Error::KeyMismatch {
             cert: cert.to_owned(),
             key: key.to_owned(),
@@ -164,7 +155,17 @@ impl Material {
 
     /// The chain and key, ready to present.
     pub fn certified_key(&self) -> Result<Arc<rustls::sign::CertifiedKey>, Error> {
-        let (chain, key) = self.parse(Path::new("certificate"), Path::new("key"))?;
+        self.certified_with(Path::new("certificate"), Path::new("key"))
+            .map(Arc::new)
+    }
+
+    /// The chain and key as rustls signs with them; errors name the paths.
+    fn certified_with(
+        &self,
+        cert_path: &Path,
+        key_path: &Path,
+    ) -> Result<rustls::sign::CertifiedKey, Error> {
+        let (chain, key) = self.parse(cert_path, key_path)?;
         let signing = rustls::crypto::ring::default_provider()
             .key_provider
             .load_private_key(key)
@@ -172,7 +173,7 @@ impl Material {
                 what: "unsupported private key",
                 source,
             })?;
-        Ok(Arc::new(rustls::sign::CertifiedKey::new(chain, signing)))
+        Ok(rustls::sign::CertifiedKey::new(chain, signing))
     }
 }
 
