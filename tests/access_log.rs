@@ -131,6 +131,7 @@ fn json_has_every_field_over_http1_http2_and_tls() {
         "http_referer",
         "http_user_agent",
         "host",
+        "site",
         "tls_version",
         "tls_resumed",
         "worker",
@@ -148,6 +149,10 @@ fn json_has_every_field_over_http1_http2_and_tls() {
     assert!(l["request_time_us"].as_u64().is_some());
     assert_eq!(l["tls_version"], serde_json::Value::Null);
     assert_eq!(l["worker"], 0);
+    assert_eq!(
+        l["site"], "default",
+        "the one site of a config without [[site]]"
+    );
     let t = l["time_iso8601"].as_str().unwrap();
     assert!(
         t.len() == 20 && t.ends_with('Z') && t.as_bytes()[10] == b'T',

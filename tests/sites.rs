@@ -351,6 +351,31 @@ variant_tests!(
     ]
 );
 
+/// The access log's `$site` names the site that answered; a 421 has none.
+#[test]
+fn the_access_log_names_the_site_that_answered() {
+    let l = Layout::new();
+    let log = l.dir.path().join("access.log");
+    let config = l.config(&format!(
+        "unknown_host = \"421\"\naccess_log = \"{}\"\naccess_log_format = \"$host $site $status\"\n\
+         access_log_flush = 0.05\n\
+         [[site]]\nhosts = [\"a.test\"]\nroot = \"{{a}}\"\n\
+         [[site]]\nname = \"bee\"\nhosts = [\"*.b.test\"]\nroot = \"{{b}}\"\n",
+        log.display()
+    ));
+    let s = l.start(&config, "thread", false);
+    for host in ["a.test", "x.b.test", "c.test"] {
+        get_host(&s, host, "/");
+    }
+    let mut text = String::new();
+    let ok = wait_until(Duration::from_secs(5), || {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().count() == 3
+    });
+    assert!(ok, "{text}");
+    assert_eq!(text, "a.test a.test 200\nx.b.test bee 200\nc.test - 421\n");
+}
+
 /// `check-config` shows the sites as validated, and a refused site names
 /// itself, its field and the fix (exit 2).
 #[test]

@@ -36,6 +36,9 @@ pub struct Line<'a> {
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub host: Option<&'a [u8]>,
+    /// The name of the site that answered (`None`: 421, or refused before
+    /// its head was read).
+    pub site: Option<&'a [u8]>,
     /// `TLSv1.2`/`TLSv1.3` on TLS connections.
     pub tls_version: Option<&'static str>,
     pub tls_resumed: Option<bool>,
@@ -84,6 +87,8 @@ pub enum Field {
     HttpReferer,
     HttpUserAgent,
     Host,
+    /// The name of the `[[site]]` that answered.
+    Site,
     TlsVersion,
     TlsResumed,
     Worker,
@@ -92,7 +97,7 @@ pub enum Field {
 
 impl Field {
     /// Every field, by its template name (nginx's where nginx has one).
-    pub const ALL: [(&'static str, Field); 18] = [
+    pub const ALL: [(&'static str, Field); 19] = [
         ("time_iso8601", Field::TimeIso8601),
         ("time_local", Field::TimeLocal),
         ("remote_addr", Field::RemoteAddr),
@@ -107,6 +112,7 @@ impl Field {
         ("http_referer", Field::HttpReferer),
         ("http_user_agent", Field::HttpUserAgent),
         ("host", Field::Host),
+        ("site", Field::Site),
         ("tls_version", Field::TlsVersion),
         ("tls_resumed", Field::TlsResumed),
         ("worker", Field::Worker),
@@ -326,6 +332,7 @@ fn value<'a>(field: Field, stamped: &Stamped<'a, 'a>) -> Value<'a> {
         Field::HttpReferer => line.referer.map_or(Value::None, Value::Bytes),
         Field::HttpUserAgent => line.user_agent.map_or(Value::None, Value::Bytes),
         Field::Host => line.host.map_or(Value::None, Value::Bytes),
+        Field::Site => line.site.map_or(Value::None, Value::Bytes),
         Field::TlsVersion => line.tls_version.map_or(Value::None, Value::Plain),
         Field::TlsResumed => line.tls_resumed.map_or(Value::None, Value::Bool),
         Field::Worker => Value::Number(line.worker as u64),
@@ -519,6 +526,7 @@ mod tests {
             referer: None,
             user_agent: Some(b"curl/8.0"),
             host: Some(b"example.com"),
+            site: Some(b"example"),
             tls_version: None,
             tls_resumed: None,
             worker: 1,
@@ -555,6 +563,7 @@ mod tests {
         assert_eq!(v["request_time_us"], 57);
         assert_eq!(v["http_referer"], serde_json::Value::Null);
         assert_eq!(v["host"], "example.com");
+        assert_eq!(v["site"], "example");
         assert_eq!(v["tls_resumed"], serde_json::Value::Null);
         assert_eq!(v["worker"], 1);
         assert_eq!(v["connection"], 9);

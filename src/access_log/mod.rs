@@ -163,6 +163,7 @@ mod tests {
             referer: None,
             user_agent: None,
             host: None,
+            site: None,
             tls_version: None,
             tls_resumed: None,
             worker: 0,

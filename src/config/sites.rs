@@ -199,7 +199,10 @@ pub(super) fn config(
         };
         let default = (c.unknown_host == UnknownHost::Default).then_some(0);
         return Ok(Sites {
-            router: Arc::new(Router::new([(0, &only.hosts[..])], default)),
+            router: Arc::new(Router::new(
+                [(only.name.as_str(), &only.hosts[..])],
+                default,
+            )),
             list: vec![only],
             unknown: c.unknown_host,
             default: 0,
@@ -266,10 +269,7 @@ pub(super) fn config(
         }
         UnknownHost::Misdirected => (list.iter().position(|s| s.tls.is_some()).unwrap_or(0), None),
     };
-    let router = Router::new(
-        list.iter().enumerate().map(|(i, s)| (i, &s.hosts[..])),
-        routed,
-    );
+    let router = Router::new(list.iter().map(|s| (s.name.as_str(), &s.hosts[..])), routed);
     Ok(Sites {
         router: Arc::new(router),
         list,

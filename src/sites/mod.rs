@@ -40,7 +40,7 @@ use crate::http::response::{Body, Response, Status};
 use crate::http::Head;
 use crate::static_files::compress::Compression;
 use crate::static_files::Files;
-use router::{Router, SiteIndex};
+use router::Router;
 
 /// The static files of every site, on one worker.
 pub struct Sites {
@@ -92,22 +92,6 @@ impl Sites {
         }
     }
 
-    /// The site answering a request for `host` on `conn`; `None`: 421.
-    fn route(&self, host: Option<&[u8]>, conn: &Connection) -> Option<SiteIndex> {
-        if self.router.single() {
-            return Some(0);
-        }
-        let sni = conn.tls.and_then(|t| t.site);
-        let Some(host) = host else {
-            return sni.or(self.router.default_site());
-        };
-        let site = self.router.route(host)?;
-        match sni {
-            Some(s) if s != site => None,
-            _ => Some(site),
-        }
-    }
-
     fn answer(&self, head: &Head<'_>, conn: &Connection) -> crate::http::Response {
         let path = head.path();
         if path.starts_with(published::HTTP01_PREFIX) {
@@ -116,7 +100,10 @@ impl Sites {
                     .header("Content-Type", "text/plain");
             }
         }
-        match self.route(head.host, conn) {
+        match self
+            .router
+            .request(head.host, conn.tls.and_then(|t| t.site))
+        {
             Some(i) => self.files[i].handle(head),
             None => on_error(&Refusal::Misdirected),
         }

@@ -33,6 +33,8 @@ pub struct Router {
     default: Option<SiteIndex>,
     /// One site, and it is the default: no lookup at all.
     single: bool,
+    /// The sites' names, by index (the access log's `$site`).
+    names: Vec<Box<str>>,
 }
 
 /// Why a name cannot be a site's host pattern.
@@ -45,20 +47,19 @@ pub enum PatternError {
 }
 
 impl Router {
-    /// A router over `sites`' host patterns (already normalized with
-    /// [`normalize_pattern`] and checked unique), unknown names going to
-    /// `default`.
+    /// A router over `sites`' names and host patterns (already normalized
+    /// with [`normalize_pattern`] and checked unique), in index order,
+    /// unknown names going to `default`.
     pub fn new<'a>(
-        sites: impl IntoIterator<Item = (SiteIndex, &'a [String])>,
+        sites: impl IntoIterator<Item = (&'a str, &'a [String])>,
         default: Option<SiteIndex>,
     ) -> Router {
         let mut router = Router {
             default,
             ..Router::default()
         };
-        let mut count = 0;
-        for (index, hosts) in sites {
-            count += 1;
+        for (index, (name, hosts)) in sites.into_iter().enumerate() {
+            router.names.push(name.into());
             for host in hosts {
                 match host.strip_prefix("*.") {
                     Some(suffix) => router.wildcard.insert(suffix.into(), index),
@@ -66,8 +67,37 @@ impl Router {
                 };
             }
         }
-        router.single = count == 1 && default.is_some();
+        router.single = router.names.len() == 1 && default.is_some();
         router
+    }
+
+    /// The site answering a request for `host` (its Host, or `None` for an
+    /// HTTP/1.0 request without one) on a connection whose SNI chose `sni`;
+    /// `None`: 421. Over TLS a Host of another site than the SNI's is 421;
+    /// without a Host the SNI's site answers.
+    pub fn request(&self, host: Option<&[u8]>, sni: Option<SiteIndex>) -> Option<SiteIndex> {
+        if self.single {
+            return self.default;
+        }
+        let Some(host) = host else {
+            return sni.or(self.default);
+        };
+        let site = self.route(host)?;
+        match sni {
+            Some(s) if s != site => None,
+            _ => Some(site),
+        }
+    }
+
+    /// The name of the site [`Router::request`] picks (the access log's
+    /// `$site`); `None` when the request is 421.
+    pub fn request_name(&self, host: Option<&[u8]>, sni: Option<SiteIndex>) -> Option<&str> {
+        self.request(host, sni).and_then(|i| self.name(i))
+    }
+
+    /// Site `site`'s name.
+    pub fn name(&self, site: SiteIndex) -> Option<&str> {
+        self.names.get(site).map(|n| &**n)
     }
 
     /// Whether every name is the one site.
@@ -178,7 +208,7 @@ mod tests {
         let a = ["example.com".to_owned(), "www.example.com".to_owned()];
         let b = ["*.example.com".to_owned()];
         let c = ["*.static.example.com".to_owned(), "[::1]".to_owned()];
-        Router::new([(0, &a[..]), (1, &b[..]), (2, &c[..])], default)
+        Router::new([("a", &a[..]), ("b", &b[..]), ("c", &c[..])], default)
     }
 
     #[test]
@@ -218,12 +248,24 @@ mod tests {
     #[test]
     fn one_default_site_answers_without_a_lookup() {
         let hosts = ["a.test".to_owned()];
-        let r = Router::new([(0, &hosts[..])], Some(0));
+        let r = Router::new([("a", &hosts[..])], Some(0));
         assert!(r.single());
         assert_eq!(r.route(b"anything"), Some(0));
-        let r = Router::new([(0, &hosts[..])], None);
+        let r = Router::new([("a", &hosts[..])], None);
         assert!(!r.single());
         assert_eq!(r.route(b"anything"), None);
+    }
+
+    #[test]
+    fn a_request_needs_its_host_and_sni_to_agree() {
+        let r = router(Some(2));
+        assert_eq!(r.request(Some(b"example.com"), None), Some(0));
+        assert_eq!(r.request(Some(b"example.com"), Some(0)), Some(0));
+        assert_eq!(r.request(Some(b"api.example.com"), Some(0)), None);
+        assert_eq!(r.request(None, Some(1)), Some(1));
+        assert_eq!(r.request(None, None), Some(2));
+        assert_eq!(r.name(1), Some("b"));
+        assert_eq!(router(None).request(None, None), None);
     }
 
     #[test]

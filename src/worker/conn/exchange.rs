@@ -261,7 +261,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                             };
                             let fields = head::Fields::of(&head, &frozen);
                             if ctx.log.is_some() {
-                                self.pending.open(&head, self.head_started);
+                                let sni = self.facts.tls.and_then(|t| t.site);
+                                let site = ctx.sites.request_name(head.host, sni);
+                                self.pending.open(&head, self.head_started, site);
                             }
                             Ok((parts, fields, framing, expect, facts, body_at))
                         }

@@ -352,7 +352,9 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                                 let include_body = head.method != Method::Head;
                                 let log = ctx.log.is_some();
                                 if log {
-                                    self.pending.open(&head, self.head_started);
+                                    let sni = self.facts.tls.and_then(|t| t.site);
+                                    let site = ctx.sites.request_name(head.host, sni);
+                                    self.pending.open(&head, self.head_started, site);
                                 }
                                 let body_at = push(
                                     ctx,

@@ -39,31 +39,36 @@ struct Fields {
     host: Option<Range<usize>>,
     referer: Option<Range<usize>>,
     user_agent: Option<Range<usize>>,
+    site: Option<Range<usize>>,
+    protocol: Protocol,
+}
+
+/// What a request's head says, for its line.
+struct Said<'a> {
+    method: &'a [u8],
+    target: &'a [u8],
+    host: Option<&'a [u8]>,
+    referer: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    site: Option<&'a str>,
     protocol: Protocol,
 }
 
 impl Fields {
-    fn capture(
-        text: &mut Vec<u8>,
-        method: &[u8],
-        target: &[u8],
-        host: Option<&[u8]>,
-        referer: Option<&[u8]>,
-        user_agent: Option<&[u8]>,
-        protocol: Protocol,
-    ) -> Fields {
+    fn capture(text: &mut Vec<u8>, said: Said<'_>) -> Fields {
         let mut put = |b: &[u8]| {
             let at = text.len();
             text.extend_from_slice(b);
             at..text.len()
         };
         Fields {
-            method: put(method),
-            target: put(target),
-            host: host.map(&mut put),
-            referer: referer.map(&mut put),
-            user_agent: user_agent.map(&mut put),
-            protocol,
+            method: put(said.method),
+            target: put(said.target),
+            host: said.host.map(&mut put),
+            referer: said.referer.map(&mut put),
+            user_agent: said.user_agent.map(&mut put),
+            site: said.site.map(|s| put(s.as_bytes())),
+            protocol: said.protocol,
         }
     }
 
@@ -87,6 +92,7 @@ impl Fields {
             referer: self.referer.as_ref().map(get),
             user_agent: self.user_agent.as_ref().map(get),
             host: self.host.as_ref().map(get),
+            site: self.site.as_ref().map(get),
             tls_version: facts.tls.and_then(|t| t.version),
             tls_resumed: facts.tls.map(|t| t.resumed),
             worker: facts.worker,
@@ -128,17 +134,18 @@ impl Pending {
         self.records.len() >= MAX_RECORDS || self.text.len() >= MAX_TEXT_BYTES
     }
 
-    /// A request whose head came at `start`.
-    pub(super) fn open(&mut self, head: &Head<'_>, start: Instant) {
-        let fields = Fields::capture(
-            &mut self.text,
-            head.method_token.as_bytes(),
-            head.target,
-            head.host,
-            head.header("referer"),
-            head.header("user-agent"),
-            protocol(head.version),
-        );
+    /// A request whose head came at `start`, answered by site `site`.
+    pub(super) fn open(&mut self, head: &Head<'_>, start: Instant, site: Option<&str>) {
+        let said = Said {
+            method: head.method_token.as_bytes(),
+            target: head.target,
+            host: head.host,
+            referer: head.header("referer"),
+            user_agent: head.header("user-agent"),
+            site,
+            protocol: protocol(head.version),
+        };
+        let fields = Fields::capture(&mut self.text, said);
         self.push(fields, start);
     }
 
@@ -161,15 +168,16 @@ impl Pending {
     /// A request refused before its head could be read (400, 408, 413...):
     /// a line with `-` for what is unknown.
     pub(super) fn open_unread(&mut self, start: Instant) {
-        let fields = Fields::capture(
-            &mut self.text,
-            b"-",
-            b"-",
-            None,
-            None,
-            None,
-            Protocol::Http11,
-        );
+        let said = Said {
+            method: b"-",
+            target: b"-",
+            host: None,
+            referer: None,
+            user_agent: None,
+            site: None,
+            protocol: Protocol::Http11,
+        };
+        let fields = Fields::capture(&mut self.text, said);
         self.push(fields, start);
     }
 
@@ -243,8 +251,14 @@ pub(super) struct Captured {
 }
 
 impl Captured {
-    /// The fields of an HTTP/2 request.
-    pub(super) fn h2(parts: &http::request::Parts, start: Instant) -> Captured {
+    /// The fields of an HTTP/2 request on a connection whose SNI chose
+    /// `sni`; `sites` names the site that answers it.
+    pub(super) fn h2(
+        parts: &http::request::Parts,
+        start: Instant,
+        sites: &crate::sites::router::Router,
+        sni: Option<usize>,
+    ) -> Captured {
         let mut text = Vec::new();
         let target = parts
             .uri
@@ -256,15 +270,16 @@ impl Captured {
             .authority()
             .map(|a| a.as_str().as_bytes())
             .or_else(|| header(http::header::HOST));
-        let fields = Fields::capture(
-            &mut text,
-            parts.method.as_str().as_bytes(),
-            target.as_bytes(),
+        let said = Said {
+            method: parts.method.as_str().as_bytes(),
+            target: target.as_bytes(),
             host,
-            header(http::header::REFERER),
-            header(http::header::USER_AGENT),
-            Protocol::Http2,
-        );
+            referer: header(http::header::REFERER),
+            user_agent: header(http::header::USER_AGENT),
+            site: sites.request_name(host, sni),
+            protocol: Protocol::Http2,
+        };
+        let fields = Fields::capture(&mut text, said);
         Captured {
             fields,
             text,
@@ -313,7 +328,7 @@ mod tests {
         let (head, _) = crate::http::parse(req.as_bytes(), &Limits::default())
             .unwrap()
             .unwrap();
-        p.open(&head, Instant::now());
+        p.open(&head, Instant::now(), Some("default"));
     }
 
     #[test]

@@ -121,7 +121,12 @@ pub(super) async fn answer<H: Service>(
         Box::new(Logged {
             log,
             facts,
-            captured: Captured::h2(&parts, Instant::now()),
+            captured: Captured::h2(
+                &parts,
+                Instant::now(),
+                &ctx.sites,
+                facts.tls.and_then(|t| t.site),
+            ),
             tally: Tally::default(),
         })
     });
