@@ -40,11 +40,16 @@ struct Rig {
 
 impl Rig {
     fn new(validity: Duration) -> Option<Rig> {
+        Rig::with(validity, None)
+    }
+
+    fn with(validity: Duration, eab: Option<(&'static str, &'static str)>) -> Option<Rig> {
         let (http, tls) = (free_port(), free_port());
         let pebble = Pebble::start(PebbleOptions {
             http_port: http.port(),
             tls_port: tls.port(),
             validity,
+            eab,
         })?;
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("root")).unwrap();
@@ -62,12 +67,17 @@ impl Rig {
     }
 
     fn start(&self, challenge: &str, isolation: &str) -> TestServer {
+        self.start_with(challenge, isolation, "")
+    }
+
+    /// [`Rig::start`] with `extra` top-level settings.
+    fn start_with(&self, challenge: &str, isolation: &str, extra: &str) -> TestServer {
         let config = self.dir.path().join("servery.toml");
         let text = format!(
             "bind = [\"{http}\"]\ntls_bind = [\"{tls}\"]\nworkers = 2\n\
              acme_directory = \"{dir}\"\nacme_ca_roots = \"{roots}\"\n\
              acme_state_dir = \"{state}\"\nacme_challenge = \"{challenge}\"\n\
-             acme_retry = 1\nacme_contact = [\"mailto:ops@servery.test\"]\n\
+             acme_retry = 1\nacme_contact = [\"mailto:ops@servery.test\"]\n{extra}\
              [[site]]\nhosts = [\"{DOMAIN}\"]\nroot = \"{root}\"\nacme = true\n",
             http = self.http,
             tls = self.tls,
@@ -268,6 +278,34 @@ fn a_reload_adding_a_site_orders_only_its_certificate() {
     assert!(ok, "no certificate for the new site\n{}", s.stderr());
     assert_eq!(issued_total(&s), 2.0, "{}", s.stderr());
     assert_eq!(peer_fingerprint(&rig.verified().unwrap()), fp);
+}
+
+/// A CA that requires an External Account Binding refuses an account
+/// without one (the order fails with its reason, logged); with the kid and
+/// key it issues.
+#[test]
+fn an_external_account_binding_is_sent_when_the_ca_requires_one() {
+    const KID: &str = "kid-1";
+    const KEY: &str = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    let Some(rig) = Rig::with(LONG, Some((KID, KEY))) else {
+        return;
+    };
+    let s = rig.start("http-01", "thread");
+    s.wait_log("ACME: order failed", 1, Duration::from_secs(20));
+    let log = s.stderr();
+    assert!(log.to_lowercase().contains("external"), "{log}");
+    drop(s);
+    let free = |a: SocketAddr| std::net::TcpListener::bind(a).is_ok();
+    assert!(wait_until(Duration::from_secs(10), || free(rig.http) && free(rig.tls)));
+    let key = rig.dir.path().join("eab.key");
+    std::fs::write(&key, format!("{KEY}\n")).unwrap();
+    let eab = format!(
+        "acme_eab_kid = \"{KID}\"\nacme_eab_hmac_key_file = \"{}\"\n",
+        key.display()
+    );
+    let s = rig.start_with("http-01", "thread", &eab);
+    rig.wait_issued(&s, None);
+    assert_eq!(issued_total(&s), 1.0);
 }
 
 /// An unsafe state directory refuses the start, naming the path and the

@@ -245,6 +245,7 @@ impl World {
             http_port: listeners.http_port,
             tls_port: listeners.tls_port,
             validity,
+            eab: None,
         })?;
         Some(World {
             pebble,
@@ -264,6 +265,7 @@ impl World {
             challenge,
             retry_min: RETRY_MIN,
             retry_max: Duration::from_secs(4),
+            eab: None,
         }
     }
 

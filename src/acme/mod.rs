@@ -76,6 +76,27 @@ pub struct Settings {
     pub retry_min: Duration,
     /// The cap on retry delays (production: 24 h).
     pub retry_max: Duration,
+    /// The External Account Binding a CA may require to create an account
+    /// (RFC 8555 §7.3.4: ZeroSSL, Google Trust Services, private CAs).
+    pub eab: Option<ExternalAccount>,
+}
+
+/// A key identifier and MAC key the CA issued for binding a new ACME
+/// account to an account of its own.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExternalAccount {
+    pub kid: String,
+    /// The HMAC key, decoded (CAs show it in base64url).
+    pub hmac_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ExternalAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalAccount")
+            .field("kid", &self.kid)
+            .field("hmac_key", &"<redacted>")
+            .finish()
+    }
 }
 
 /// The challenge type the server answers (RFC 8555 §8.3, RFC 8737).
@@ -348,6 +369,7 @@ mod tests {
             challenge: Challenge::Http01,
             retry_min: Duration::from_secs(60),
             retry_max: Duration::from_secs(86_400),
+            eab: None,
         };
         let start = |s: Settings, orders: Vec<Order>| Manager::start(s, orders, Arc::new(Nobody));
         let plain = Settings {

@@ -60,8 +60,10 @@ pub(super) async fn account(settings: &Settings) -> Result<Account, Error> {
         terms_of_service_agreed: true,
         only_return_existing: false,
     };
+    let eab = (settings.eab.as_ref())
+        .map(|e| instant_acme::ExternalAccountKey::new(e.kid.clone(), &e.hmac_key));
     let (account, credentials) = Account::builder_with_http(http()?)
-        .create(&new, settings.directory.clone(), None)
+        .create(&new, settings.directory.clone(), eab.as_ref())
         .await
         .map_err(acme("new account"))?;
     store::save_account(dir, &settings.directory, credentials)?;

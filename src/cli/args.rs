@@ -206,6 +206,8 @@ mod tests {
             [
                 "acme-ca-roots",
                 "acme-contact",
+                "acme-eab-hmac-key-file",
+                "acme-eab-kid",
                 "admin",
                 "cache-control",
                 "config",

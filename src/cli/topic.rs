@@ -316,6 +316,8 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("acme_state_dir", Topic::Sites),
     ("acme_ca_roots", Topic::Sites),
     ("acme_challenge", Topic::Sites),
+    ("acme_eab_kid", Topic::Sites),
+    ("acme_eab_hmac_key_file", Topic::Sites),
     ("acme_retry", Topic::Sites),
     ("alpn", Topic::Http2),
     ("h2c", Topic::Http2),

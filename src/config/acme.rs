@@ -48,7 +48,32 @@ pub struct AcmeConfig {
     pub challenge: AcmeChallenge,
     /// The first retry after a failure; doubled up to [`ACME_RETRY_MAX`].
     pub retry: Duration,
+    /// The External Account Binding, when the CA requires one.
+    pub eab: Option<Eab>,
 }
+
+/// `--acme-eab-kid` with the key read from `--acme-eab-hmac-key-file`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Eab {
+    pub kid: String,
+    /// Where the key was read (the effective config shows this, never the
+    /// key).
+    pub key_file: PathBuf,
+    pub hmac_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Eab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Eab")
+            .field("kid", &self.kid)
+            .field("key_file", &self.key_file)
+            .field("hmac_key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The shortest HMAC key accepted: 128 bits (CAs issue 256).
+const MIN_EAB_KEY_BYTES: usize = 16;
 
 /// The ACME settings when some site orders by ACME; `plain` and `tls` say
 /// which listeners exist.
@@ -84,7 +109,24 @@ pub(super) fn config(
             .map(|d| d.join(&c.acme_state_dir))
             .unwrap_or_else(|_| c.acme_state_dir.clone())
     };
+    let eab = match (&c.acme_eab_kid, &c.acme_eab_hmac_key_file) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(field::acme_eab_hmac_key_file
+                .invalid("missing: --acme-eab-kid needs the file with its HMAC key"))
+        }
+        (None, Some(_)) => {
+            return Err(field::acme_eab_kid
+                .invalid("missing: the HMAC key file needs the CA's key identifier"))
+        }
+        (Some(kid), Some(file)) => Some(Eab {
+            kid: kid.clone(),
+            key_file: file.clone(),
+            hmac_key: eab_key(file)?,
+        }),
+    };
     Ok(AcmeConfig {
+        eab,
         directory: c.acme_directory.clone(),
         contact: c.acme_contact.clone(),
         state_dir,
@@ -124,6 +166,44 @@ pub(crate) fn contacts(field: Field, list: Vec<String>) -> Result<Vec<String>, E
         }
     }
     Ok(list)
+}
+
+/// `--acme-eab-kid`: printable, one line.
+pub(crate) fn eab_kid(field: Field, kid: String) -> Result<String, Error> {
+    if kid.is_empty() || !kid.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(field.invalid(format!(
+            "{kid:?} is not a key identifier; copy it from the CA"
+        )));
+    }
+    Ok(kid)
+}
+
+/// The HMAC key in `file`: base64url as CAs show it (padding and the
+/// standard alphabet accepted too), at least [`MIN_EAB_KEY_BYTES`].
+fn eab_key(file: &std::path::Path) -> Result<Vec<u8>, Error> {
+    use base64::Engine as _;
+    let f = field::acme_eab_hmac_key_file;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| f.invalid(format!("cannot read {}: {e}", file.display())))?;
+    let written: String = (text.trim().chars())
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect();
+    let written = written.trim_end_matches('=');
+    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(written)
+        .map_err(|e| f.invalid(format!("{} is not base64url: {e}", file.display())))?;
+    if key.len() < MIN_EAB_KEY_BYTES {
+        return Err(f.invalid(format!(
+            "{} holds a {}-byte key; the CA's key is at least {MIN_EAB_KEY_BYTES} bytes",
+            file.display(),
+            key.len()
+        )));
+    }
+    Ok(key)
 }
 
 /// `--acme-ca-roots`: a readable file.
@@ -176,6 +256,38 @@ mod tests {
             ..acme_site()
         };
         assert!(err(r).starts_with("--tls-bind: missing: a certificate was given"));
+    }
+
+    #[test]
+    fn an_external_account_binding_needs_both_halves_and_a_real_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("eab.key");
+        std::fs::write(
+            &key,
+            "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W\n",
+        )
+        .unwrap();
+        let r = RawConfig {
+            acme_eab_kid: Some("kid-1".into()),
+            acme_eab_hmac_key_file: Some(key.clone()),
+            ..acme_site()
+        };
+        let eab = ok(r).acme.unwrap().eab.unwrap();
+        assert_eq!((eab.kid.as_str(), eab.hmac_key.len()), ("kid-1", 48));
+        assert!(!format!("{eab:?}").contains("zWND"));
+        let r = RawConfig {
+            acme_eab_kid: Some("kid-1".into()),
+            ..acme_site()
+        };
+        assert!(err(r).starts_with("--acme-eab-hmac-key-file: missing"));
+        std::fs::write(&key, "c2hvcnQ").unwrap();
+        let r = RawConfig {
+            acme_eab_kid: Some("kid-1".into()),
+            acme_eab_hmac_key_file: Some(key),
+            ..acme_site()
+        };
+        let e = err(r);
+        assert!(e.contains("holds a 5-byte key"), "{e}");
     }
 
     #[test]

@@ -334,6 +334,14 @@ settings! {
         acme_challenge: Option<AcmeChallenge> => AcmeChallenge =
             or(acme::DEFAULT_ACME_CHALLENGE, as_is),
             shown |c| c.acme_settings.challenge;
+        /// Key identifier of the CA's External Account Binding (ZeroSSL, Google).
+        #[arg(long, value_name = "KID")]
+        acme_eab_kid: Option<String> => Option<String> = optional(acme::eab_kid),
+            shown |c| c.acme_settings.eab.as_ref().map(|e| e.kid.clone());
+        /// File holding the External Account Binding's HMAC key (base64url).
+        #[arg(long, value_name = "FILE")]
+        acme_eab_hmac_key_file: Option<PathBuf> => Option<PathBuf> = as_is,
+            shown |c| c.acme_settings.eab.as_ref().map(|e| e.key_file.clone());
         /// Seconds before the first retry of a failed order (doubling up to a day).
         #[arg(long, value_name = "SECONDS")]
         acme_retry: Option<f64> => Duration = or(acme::DEFAULT_ACME_RETRY_S, seconds(DAY)),

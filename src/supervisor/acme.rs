@@ -29,7 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::Event;
-use crate::acme::{Answer, Certificate, Challenge, Error, Manager, Order, Responder, Settings};
+use crate::acme::{
+    Answer, Certificate, Challenge, Error, ExternalAccount, Manager, Order, Responder, Settings,
+};
 use crate::config::{AcmeChallenge, AcmeConfig, Config, Isolation, ACME_RETRY_MAX};
 use crate::sites::published::{self, Update};
 
@@ -90,6 +92,10 @@ impl Ordering {
             },
             retry_min: acme.retry,
             retry_max: ACME_RETRY_MAX.max(acme.retry),
+            eab: acme.eab.as_ref().map(|e| ExternalAccount {
+                kid: e.kid.clone(),
+                hmac_key: e.hmac_key.clone(),
+            }),
         };
         let publisher = Publisher {
             events: Mutex::new(events.clone()),

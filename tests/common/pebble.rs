@@ -35,6 +35,9 @@ pub struct PebbleOptions {
     pub tls_port: u16,
     /// The lifetime of the certificates pebble issues.
     pub validity: Duration,
+    /// Require an External Account Binding with this key identifier and
+    /// base64url HMAC key.
+    pub eab: Option<(&'static str, &'static str)>,
 }
 
 /// A running pebble and challtestsrv; both are killed on drop.
@@ -79,7 +82,10 @@ impl Pebble {
             "httpPort": options.http_port,
             "tlsPort": options.tls_port,
             "ocspResponderURL": "",
-            "externalAccountBindingRequired": false,
+            "externalAccountBindingRequired": options.eab.is_some(),
+            "externalAccountMACKeys": options.eab.map(|(kid, key)| {
+                serde_json::json!({ kid: key })
+            }).unwrap_or_else(|| serde_json::json!({})),
             "certificateValidityPeriod": options.validity.as_secs(),
         }});
         let config_path = dir.path().join("pebble-config.json");
