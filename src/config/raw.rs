@@ -325,7 +325,7 @@ settings! {
         #[arg(long, value_name = "DIR")]
         acme_state_dir: Option<PathBuf> => PathBuf = or(acme::DEFAULT_ACME_STATE_DIR.into(), as_is),
             shown |c| c.acme_settings.state_dir;
-        /// Extra PEM roots trusted for the ACME directory's HTTPS (a private CA).
+        /// PEM roots trusted for the ACME directory's HTTPS instead of the system's (a private CA).
         #[arg(long, value_name = "FILE")]
         acme_ca_roots: Option<PathBuf> => Option<PathBuf> = optional(acme::ca_roots),
             shown |c| c.acme_settings.ca_roots;
