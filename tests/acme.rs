@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use common::pebble::{Pebble, PebbleOptions};
 use common::tls::{connect_as, peer_fingerprint, trusting, Tls, TLS13};
-use common::{free_port, wait_until, TestServer};
+use common::{wait_until, TestServer};
 
 const DOMAIN: &str = "a.servery.test";
 /// Longer than any test: no renewal unless a test asks for one.
@@ -36,6 +36,8 @@ struct Rig {
     http: SocketAddr,
     tls: SocketAddr,
     dir: tempfile::TempDir,
+    /// The two listeners' ports, held until the first start.
+    reserved: std::cell::RefCell<Vec<std::net::TcpListener>>,
 }
 
 impl Rig {
@@ -44,7 +46,12 @@ impl Rig {
     }
 
     fn with(validity: Duration, eab: Option<(&'static str, &'static str)>) -> Option<Rig> {
-        let (http, tls) = (free_port(), free_port());
+        // Held while pebble picks its own ports, so none of them is ours;
+        // let go just before servery binds them.
+        let hold = |_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let reserved: Vec<_> = (0..2).map(hold).collect();
+        let http = reserved[0].local_addr().unwrap();
+        let tls = reserved[1].local_addr().unwrap();
         let pebble = Pebble::start(PebbleOptions {
             http_port: http.port(),
             tls_port: tls.port(),
@@ -59,6 +66,7 @@ impl Rig {
             http,
             tls,
             dir,
+            reserved: std::cell::RefCell::new(reserved),
         })
     }
 
@@ -72,6 +80,7 @@ impl Rig {
 
     /// [`Rig::start`] with `extra` top-level settings.
     fn start_with(&self, challenge: &str, isolation: &str, extra: &str) -> TestServer {
+        self.reserved.borrow_mut().clear();
         let config = self.dir.path().join("servery.toml");
         let text = format!(
             "bind = [\"{http}\"]\ntls_bind = [\"{tls}\"]\nworkers = 2\n\
