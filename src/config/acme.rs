@@ -236,8 +236,8 @@ mod tests {
 
     #[test]
     fn acme_settings_exist_only_when_a_site_orders() {
-        assert!(ok(raw()).acme.is_none());
-        let a = ok(acme_site()).acme.unwrap();
+        assert!(ok(raw()).ordering().is_none());
+        let a = ok(acme_site()).ordering().unwrap().clone();
         assert_eq!(a.directory, DEFAULT_ACME_DIRECTORY);
         assert_eq!(a.challenge, AcmeChallenge::Http01);
         assert_eq!(a.retry, Duration::from_secs(60));
@@ -272,7 +272,7 @@ mod tests {
             acme_eab_hmac_key_file: Some(key.clone()),
             ..acme_site()
         };
-        let eab = ok(r).acme.unwrap().eab.unwrap();
+        let eab = ok(r).acme.eab.unwrap();
         assert_eq!((eab.kid.as_str(), eab.hmac_key.len()), ("kid-1", 48));
         assert!(!format!("{eab:?}").contains("zWND"));
         let r = RawConfig {

@@ -123,11 +123,9 @@ pub struct Config {
     pub files: FilesConfig,
     /// The sites (one, of the top level, without `[[site]]`).
     pub sites: Sites,
-    /// ACME, when a site orders its certificate.
-    pub acme: Option<AcmeConfig>,
     /// The ACME settings as validated, whether or not a site orders (the
-    /// effective config shows them).
-    pub acme_settings: AcmeConfig,
+    /// effective config shows them; [`Config::ordering`] says whether any does).
+    pub acme: AcmeConfig,
     /// Listen addresses (every worker accepts on each).
     pub binds: Vec<SocketAddr>,
     pub workers: NonZeroUsize,
@@ -189,8 +187,6 @@ impl RawConfig {
         let tls = tls::config(&c, &binds, source, identified)?;
         let ordering = sites.list.iter().any(|s| s.tls == Some(SiteTls::Acme));
         let acme = acme::config(&c, ordering, !binds.is_empty(), tls.is_some())?;
-        let acme_settings = acme.clone();
-        let acme = Some(acme).filter(|_| ordering);
         let access_log = AccessLogConfig::new(
             &c.access_log,
             &c.access_log_format,
@@ -217,7 +213,6 @@ impl RawConfig {
             files,
             sites,
             acme,
-            acme_settings,
             binds,
             workers,
             cpus,
@@ -252,6 +247,18 @@ impl RawConfig {
 }
 
 impl Config {
+    /// The ACME settings, when a site orders its certificate by ACME.
+    pub fn ordering(&self) -> Option<&AcmeConfig> {
+        let any = (self.sites.list.iter()).any(|s| s.tls == Some(SiteTls::Acme));
+        any.then_some(&self.acme)
+    }
+
+    /// Whether TLS listeners answer TLS-ALPN-01 (and offer `acme-tls/1`).
+    pub fn answers_tls_alpn01(&self) -> bool {
+        self.ordering()
+            .is_some_and(|a| a.challenge == AcmeChallenge::TlsAlpn01)
+    }
+
     /// The TLS handshake bound (its default when there is no TLS).
     pub fn tls_handshake_timeout(&self) -> Duration {
         self.tls.as_ref().map_or(

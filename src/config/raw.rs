@@ -316,36 +316,36 @@ settings! {
         #[arg(long, value_name = "URL")]
         acme_directory: Option<String> => String =
             or(acme::DEFAULT_ACME_DIRECTORY.into(), acme::directory),
-            shown |c| c.acme_settings.directory;
+            shown |c| c.acme.directory;
         /// Contact for the ACME account, e.g. `mailto:ops@example.com`; repeatable.
         #[arg(long, value_name = "URI")]
         acme_contact: Option<Vec<String>> => Vec<String> = or(Vec::new(), acme::contacts),
-            shown |c| c.acme_settings.contact;
+            shown |c| c.acme.contact;
         /// Directory for the ACME account key and certificates (created 0700).
         #[arg(long, value_name = "DIR")]
         acme_state_dir: Option<PathBuf> => PathBuf = or(acme::DEFAULT_ACME_STATE_DIR.into(), as_is),
-            shown |c| c.acme_settings.state_dir;
+            shown |c| c.acme.state_dir;
         /// PEM roots trusted for the ACME directory's HTTPS instead of the system's (a private CA).
         #[arg(long, value_name = "FILE")]
         acme_ca_roots: Option<PathBuf> => Option<PathBuf> = optional(acme::ca_roots),
-            shown |c| c.acme_settings.ca_roots;
+            shown |c| c.acme.ca_roots;
         /// How the CA checks a name: `http-01` (plain listeners) or `tls-alpn-01` (TLS listeners).
         #[arg(long, value_name = "http-01|tls-alpn-01", hide_possible_values = true)]
         acme_challenge: Option<AcmeChallenge> => AcmeChallenge =
             or(acme::DEFAULT_ACME_CHALLENGE, as_is),
-            shown |c| c.acme_settings.challenge;
+            shown |c| c.acme.challenge;
         /// Key identifier of the CA's External Account Binding (ZeroSSL, Google).
         #[arg(long, value_name = "KID")]
         acme_eab_kid: Option<String> => Option<String> = optional(acme::eab_kid),
-            shown |c| c.acme_settings.eab.as_ref().map(|e| e.kid.clone());
+            shown |c| c.acme.eab.as_ref().map(|e| e.kid.clone());
         /// File holding the External Account Binding's HMAC key (base64url).
         #[arg(long, value_name = "FILE")]
         acme_eab_hmac_key_file: Option<PathBuf> => Option<PathBuf> = as_is,
-            shown |c| c.acme_settings.eab.as_ref().map(|e| e.key_file.clone());
+            shown |c| c.acme.eab.as_ref().map(|e| e.key_file.clone());
         /// Seconds before the first retry of a failed order (doubling up to a day).
         #[arg(long, value_name = "SECONDS")]
         acme_retry: Option<f64> => Duration = or(acme::DEFAULT_ACME_RETRY_S, seconds(DAY)),
-            shown |c| c.acme_settings.retry;
+            shown |c| c.acme.retry;
         /// Protocols TLS listeners offer by ALPN, in order of preference: `h2`, `http/1.1`.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         alpn: Option<Vec<String>> => Vec<http2::Protocol> =

@@ -26,8 +26,6 @@ use crate::tls::Material;
 
 /// The path prefix of HTTP-01 answers (RFC 8555 §8.3).
 pub const HTTP01_PREFIX: &[u8] = b"/.well-known/acme-challenge/";
-/// The ALPN protocol of TLS-ALPN-01 (RFC 8737 §6.2).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 /// Most answers of one kind held at once.
 pub const MAX_ANSWERS: usize = 1024;
 

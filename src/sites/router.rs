@@ -129,11 +129,6 @@ impl Router {
         }
         self.default
     }
-
-    /// The site unknown names go to.
-    pub fn default_site(&self) -> Option<SiteIndex> {
-        self.default
-    }
 }
 
 /// `host[:port]` → `host`; an IPv6 literal keeps its brackets.

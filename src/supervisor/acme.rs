@@ -23,9 +23,9 @@
 //! 4. A failed order is logged with the CA's reason and counted; the
 //!    certificate in use stays until a new one is issued.
 
-use std::sync::atomic::{AtomicU64, Ordering as Atomic};
+use std::sync::atomic::Ordering as Atomic;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Event;
@@ -34,26 +34,10 @@ use crate::acme::{
 };
 use crate::config::{AcmeChallenge, AcmeConfig, Config, Isolation, ACME_RETRY_MAX};
 use crate::sites::published::{self, Update};
+use crate::telemetry::AcmeStats;
 
 /// How long a challenge answer is given to reach worker processes.
 const PROCESS_SETTLE: Duration = Duration::from_millis(100);
-
-/// Certificates issued and orders failed in this server's life
-/// (`servery_acme_*_total`).
-#[derive(Debug, Default)]
-pub struct AcmeStats {
-    pub issued: AtomicU64,
-    pub failed: AtomicU64,
-}
-
-/// This process's ACME counters.
-pub fn stats() -> &'static AcmeStats {
-    static STATS: AcmeStats = AcmeStats {
-        issued: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-    };
-    &STATS
-}
 
 /// The running manager and what it was started for.
 pub(crate) struct Ordering {
@@ -67,7 +51,7 @@ impl Ordering {
 
     /// Make the manager match `config` (step 1).
     pub(crate) fn sync(&mut self, config: &Config, events: &Sender<Event>) -> Result<(), Error> {
-        let wanted = config.acme.as_ref().map(|a| {
+        let wanted = config.ordering().map(|a| {
             let orders = config.sites.acme_orders().into_iter();
             let orders = orders.map(|(site, domains)| Order { site, domains });
             (a.clone(), orders.collect::<Vec<_>>())
@@ -98,7 +82,7 @@ impl Ordering {
             }),
         };
         let publisher = Publisher {
-            events: Mutex::new(events.clone()),
+            events: events.clone(),
             processes: config.isolation == Isolation::Process,
         };
         let manager = Manager::start(settings, orders.clone(), Arc::new(publisher))?;
@@ -127,9 +111,8 @@ impl Drop for Ordering {
 
 /// Puts what the manager obtains where the workers read it (steps 2–4).
 struct Publisher {
-    /// The machine's channel (a `Sender` is `Send`, the responder must
-    /// also be `Sync`).
-    events: Mutex<Sender<Event>>,
+    /// The machine's channel.
+    events: Sender<Event>,
     processes: bool,
 }
 
@@ -139,9 +122,7 @@ impl Publisher {
             tracing::warn!(error = %e, "ACME: refused to publish");
             return;
         }
-        if let Ok(events) = self.events.lock() {
-            let _ = events.send(Event::Acme(update));
-        }
+        let _ = self.events.send(Event::Acme(update));
     }
 }
 
@@ -177,7 +158,7 @@ impl Responder for Publisher {
     }
 
     fn issued(&self, site: &str, cert: &Certificate) {
-        stats().issued.fetch_add(1, Atomic::Relaxed);
+        AcmeStats::global().issued.fetch_add(1, Atomic::Relaxed);
         tracing::info!(
             site,
             fingerprint = %cert.material.fingerprint(),
@@ -190,7 +171,7 @@ impl Responder for Publisher {
     }
 
     fn failed(&self, site: &str, error: &Error, retry_in: Duration) {
-        stats().failed.fetch_add(1, Atomic::Relaxed);
+        AcmeStats::global().failed.fetch_add(1, Atomic::Relaxed);
         tracing::warn!(
             site,
             error = %error,

@@ -157,14 +157,10 @@ impl<F> Live<F> {
                         })
                     })
                     .collect();
-                let acme_alpn = config
-                    .acme
-                    .as_ref()
-                    .is_some_and(|a| a.challenge == crate::config::AcmeChallenge::TlsAlpn01);
                 Some(self.identity.for_generation(
                     &sources,
                     &config.sites,
-                    acme_alpn,
+                    config.answers_tls_alpn01(),
                     &addrs,
                     t.ticket_rotate,
                     &config.http2.alpn,
@@ -355,8 +351,7 @@ impl<F: ServiceFactory> Host for Live<F> {
 
 /// Site `site`'s certificate in the ACME state directory, if one is there.
 fn stored(config: &Config, site: &str) -> Option<crate::tls::Material> {
-    let acme = config.acme.as_ref()?;
-    match crate::acme::stored(&acme.state_dir, site) {
+    match crate::acme::stored(&config.ordering()?.state_dir, site) {
         Ok(found) => found.map(|c| c.material),
         Err(e) => {
             tracing::warn!(site, error = %e, "cannot read the stored ACME certificate");

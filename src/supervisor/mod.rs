@@ -412,12 +412,10 @@ impl<F: ServiceFactory> Server<F> {
                         .current_plan()
                         .and_then(|p| p.tls.as_ref())
                         .and_then(|t| {
-                            // The default site's: what a client without SNI sees.
-                            let ids = &t.identities;
-                            (ids.get(config.sites.default).cloned().flatten())
-                                .or_else(|| ids.iter().flatten().next().cloned())
-                        })
-                        .map(|m| m.fingerprint()),
+                            // What a client without SNI sees.
+                            let site = crate::tls::without_sni(&t.identities, config.sites.default);
+                            t.identities[site?].as_ref().map(|m| m.fingerprint())
+                        }),
                     http2: config.http2.clone(),
                 };
                 drop(l);

@@ -279,11 +279,11 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
     out
 }
 
-/// The supervisor's ACME counters (`supervisor::acme`).
+/// The supervisor's ACME counters ([`super::AcmeStats`]).
 fn render_acme(out: &mut String) {
     use std::fmt::Write as _;
     use std::sync::atomic::Ordering;
-    let acme = crate::supervisor::acme::stats();
+    let acme = super::AcmeStats::global();
     let series = [
         (
             "servery_acme_certificates_issued_total",

@@ -96,6 +96,26 @@ pub struct CompressSnapshot {
     pub skipped: u64,
 }
 
+/// The supervisor's ACME counters (`supervisor::acme` writes them, the
+/// admin endpoint reads them): certificates issued and orders failed in
+/// this server's life.
+#[derive(Debug, Default)]
+pub struct AcmeStats {
+    pub issued: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl AcmeStats {
+    /// This process's (the supervisor's; workers order nothing).
+    pub fn global() -> &'static AcmeStats {
+        static GLOBAL: AcmeStats = AcmeStats {
+            issued: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        };
+        &GLOBAL
+    }
+}
+
 impl CompressStats {
     pub const fn new() -> CompressStats {
         CompressStats {

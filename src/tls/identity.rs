@@ -64,6 +64,13 @@ impl Identity {
             Some(s) => s.clone(),
             None => self.ticket_secret.insert(TicketSecret::generate()?).clone(),
         };
+        // Placeholders of hosts no site has any more go (a server reloaded
+        // a thousand times with changing hosts keeps only today's).
+        self.placeholders.retain(|(h, _)| {
+            sources
+                .iter()
+                .any(|s| matches!(s, Some(Source::Placeholder { hosts }) if *hosts == &h[..]))
+        });
         let mut identities = Vec::with_capacity(sources.len());
         for source in sources {
             identities.push(match source {
@@ -141,5 +148,23 @@ mod tests {
         let fingerprint = |g: &GenerationTls| g.identities[0].as_ref().unwrap().fingerprint();
         assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_eq!(a.secret.0, b.secret.0);
+    }
+
+    #[test]
+    fn a_placeholder_is_kept_while_a_site_needs_it_and_no_longer() {
+        let mut id = Identity::default();
+        let hour = Duration::from_secs(3600);
+        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let (a, b) = (vec!["a.test".to_owned()], vec!["b.test".to_owned()]);
+        let mut make = |hosts: &[String]| {
+            let one = [Some(Source::Placeholder { hosts })];
+            let g = id.for_generation(&one, &sites, false, &[], hour, &DEFAULT_ALPN);
+            g.unwrap().identities[0].as_ref().unwrap().fingerprint()
+        };
+        let first = make(&a);
+        assert_eq!(make(&a), first, "made once");
+        make(&b);
+        assert_ne!(make(&a), first, "dropped while no site had it");
+        assert_eq!(id.placeholders.len(), 1);
     }
 }

@@ -21,6 +21,8 @@
 
 pub mod identity;
 mod resolver;
+
+pub(crate) use resolver::without_sni;
 mod ticketer;
 
 use std::path::{Path, PathBuf};
@@ -204,7 +206,7 @@ pub fn server_config(
         // a validation offers this one (alone, RFC 8737 §3).
         config
             .alpn_protocols
-            .push(crate::sites::published::ACME_TLS_ALPN.to_vec());
+            .push(crate::acme::ACME_TLS_ALPN.to_vec());
     }
     config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
     // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a

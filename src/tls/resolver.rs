@@ -21,8 +21,9 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::{Error, Material};
+use crate::acme::ACME_TLS_ALPN;
 use crate::config::{SiteTls, Sites};
-use crate::sites::published::{self, ACME_TLS_ALPN};
+use crate::sites::published;
 use crate::sites::router::{Router, SiteIndex};
 
 /// The certificates of one generation's sites.
@@ -48,15 +49,11 @@ impl Resolver {
             .iter()
             .map(|s| (s.tls == Some(SiteTls::Acme)).then(|| s.name.clone()))
             .collect();
-        let has = |i: &usize| keys.get(*i).is_some_and(Option::is_some);
-        let fallback = Some(sites.default)
-            .filter(has)
-            .or_else(|| (0..keys.len()).find(has));
         Ok(Resolver {
+            fallback: without_sni(&keys, sites.default),
             keys,
             acme,
             router: sites.router.clone(),
-            fallback,
         })
     }
 
@@ -68,6 +65,15 @@ impl Resolver {
         }
         self.keys.get(site).cloned().flatten()
     }
+}
+
+/// The site whose certificate a client without SNI gets: the default site,
+/// else the first with a certificate (`identities` by site).
+pub(crate) fn without_sni<T>(identities: &[Option<T>], default: SiteIndex) -> Option<SiteIndex> {
+    let has = |i: &usize| identities.get(*i).is_some_and(Option::is_some);
+    Some(default)
+        .filter(has)
+        .or_else(|| (0..identities.len()).find(has))
 }
 
 impl ResolvesServerCert for Resolver {

@@ -142,14 +142,12 @@ where
             .apply(&update)
             .map_err(|e| format!("TLS: site {site}: {e}"))?;
     }
-    let acme_alpn = (config.acme.as_ref())
-        .is_some_and(|a| a.challenge == crate::config::AcmeChallenge::TlsAlpn01);
     let tls = match &init.tls {
         Some((identities, secret)) => Some(
             crate::tls::server_config(
                 identities,
                 &config.sites,
-                acme_alpn,
+                config.answers_tls_alpn01(),
                 secret,
                 config.tls_ticket_rotate(),
                 &config.http2.alpn,

@@ -96,7 +96,7 @@ pub(crate) async fn serve_tls<H: Service>(
                 ..facts
             };
             // RFC 8737 §3: a TLS-ALPN-01 validation ends with the handshake.
-            if session.alpn_protocol() == Some(crate::sites::published::ACME_TLS_ALPN) {
+            if session.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
                 return;
             }
             if session.alpn_protocol() == Some(b"h2") {
