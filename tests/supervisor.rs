@@ -30,7 +30,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::process::{alive, signal, starttime, stat};
+use common::process::{alive, signal, starttime, stat, tcp_sockets_on, Tag, TCP_LISTEN};
 use common::{
     docroot, free_port, is_timeout, metric, read_response, slow_download, spawn_behind_barrier,
     start_with_a_failing_prepare, stays_silent, try_get, wait_until, Builder, Signal, TestServer,
@@ -79,14 +79,21 @@ fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
-/// Nothing listens on, or holds, `addr`: connecting is refused and binding
-/// works.
-fn port_is_free(addr: SocketAddr) -> bool {
+/// Nothing listens on `addr` (connecting is refused, and no socket on its
+/// port is in LISTEN), and no process of `tag` holds a socket on its port.
+///
+/// Why not "binding works": once the server let go of the port, another
+/// test's outgoing connection may get it as its ephemeral source port, and
+/// that alone makes a bind fail with EADDRINUSE (seen in CI).
+fn port_is_free(addr: SocketAddr, tag: &Tag) -> bool {
     let refused = matches!(
         TcpStream::connect_timeout(&addr, Duration::from_millis(500)),
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused
     );
-    refused && TcpListener::bind(addr).is_ok()
+    let listening = tcp_sockets_on(addr.port())
+        .iter()
+        .any(|s| s.state == TCP_LISTEN);
+    refused && !listening && !tag.holds_port(addr.port())
 }
 
 /// A keep-alive connection that got one response and stays open.
@@ -237,7 +244,10 @@ fn a_failed_prepare_rolls_back_and_leaves_nothing(watch: &str) {
     // Reaped before the supervisor exited, not orphaned.
     let tag = &failure.tag;
     assert!(tag.all_gone(), "left: {:?}", tag.processes());
-    assert!(port_is_free(addr), "port still held after the rollback");
+    assert!(
+        port_is_free(addr, tag),
+        "port still held after the rollback"
+    );
 }
 
 /// The worker reports FAILED with a reason over its control socket, then
@@ -483,7 +493,7 @@ fn sigint_during_the_barrier_exits_promptly_and_leaves_nothing(watch: &str) {
         "left: {:?}",
         server.tag().processes()
     );
-    assert!(port_is_free(addr));
+    assert!(port_is_free(addr, server.tag()));
 }
 
 /// `--drain-timeout` left at its default, so the rollback would wait up to
@@ -541,7 +551,7 @@ fn supervisor_killed_before_commit_its_workers_exit_without_serving(watch: &str)
     });
     assert!(gone, "workers {:?} still running", server.workers());
     assert!(answers.is_empty(), "served without COMMIT: {answers:?}");
-    assert!(port_is_free(addr));
+    assert!(port_is_free(addr, server.tag()));
 }
 
 fn supervisor_killed_after_ready_its_workers_drain_and_exit(watch: &str) {
@@ -572,7 +582,7 @@ fn supervisor_killed_after_ready_its_workers_drain_and_exit(watch: &str) {
     let gone = sup.tag().wait_gone(Duration::from_secs(4));
     assert!(gone, "workers {:?} still running", sup.workers());
     assert!(killed.elapsed() <= Duration::from_secs(3) + Duration::from_millis(500));
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 /// The supervisor is gone, so nobody sends FORCE or SIGTERM/SIGKILL at the
@@ -604,7 +614,7 @@ fn supervisor_killed_after_ready_a_stuck_client_does_not_keep_workers_alive(watc
         "worker {:?} still running 4 s after its supervisor died (force timeout 2 s)",
         sup.workers()
     );
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 // ---------------------------------------------------------------------------
@@ -624,7 +634,7 @@ fn sigterm_drains_and_exits_zero(watch: &str) {
     // Reaped by the supervisor before it exited.
     assert!(workers.iter().all(|&w| !alive(w)));
     assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 fn a_second_sigint_exits_at_once_with_130(watch: &str) {
@@ -785,7 +795,7 @@ fn a_crash_loop_stops_the_server(watch: &str) {
         "{stderr}"
     );
     assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 /// Worker 1's event loop wedges after READY (so does every replacement's:
@@ -1043,7 +1053,10 @@ fn a_reload_that_changes_workers_keeps_the_inherited_systemd_socket(watch: &str)
             "the inherited socket {addr} no longer served"
         );
     }
-    assert!(port_is_free(other), "bound {other} from the config instead");
+    assert!(
+        port_is_free(other, server.tag()),
+        "bound {other} from the config instead"
+    );
 }
 
 watch_tests! {
@@ -1618,7 +1631,7 @@ fn sigterm_under_load_answers_every_request_it_read(watch: &str) {
     assert!(tally.failures.is_empty(), "{:?}", tally.failures);
     assert!(tally.ok > 0);
     assert!(sup.tag().all_gone(), "left: {:?}", sup.tag().processes());
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 fn supervisor_killed_under_load_its_workers_drain_and_exit(watch: &str) {
@@ -1660,7 +1673,7 @@ fn supervisor_killed_under_load_its_workers_drain_and_exit(watch: &str) {
         "workers exited after {took:?}"
     );
     assert!(tally.failures.is_empty(), "{:?}", tally.failures);
-    assert!(port_is_free(sup.addr()));
+    assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
 /// A reload applies the file settings to the static files in both

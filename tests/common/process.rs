@@ -107,6 +107,23 @@ impl Tag {
     pub fn wait_gone(&self, limit: Duration) -> bool {
         wait_until(limit, || self.all_gone())
     }
+
+    /// Whether a live tagged process has a TCP socket open on local `port`
+    /// (listening, connected or only bound), judged by the socket inodes
+    /// of `/proc/net/tcp{,6}` against the processes' `/proc/PID/fd`.
+    pub fn holds_port(&self, port: u16) -> bool {
+        let inodes: BTreeSet<u64> = tcp_sockets_on(port)
+            .into_iter()
+            .map(|s| s.inode)
+            .filter(|&i| i != 0)
+            .collect();
+        !inodes.is_empty()
+            && self.processes().into_iter().any(|pid| {
+                socket_inodes(pid)
+                    .iter()
+                    .any(|inode| inodes.contains(inode))
+            })
+    }
 }
 
 impl Default for Tag {
@@ -254,4 +271,56 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("unparsable VmRSS line {line:?}"));
     kib * 1024
+}
+
+/// One row of `/proc/net/tcp` or `/proc/net/tcp6`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSocket {
+    /// The kernel's state number (`0x0A` is LISTEN).
+    pub state: u8,
+    /// The socket's inode (0 once no file refers to it, e.g. TIME_WAIT).
+    pub inode: u64,
+}
+
+/// The kernel's TCP state number for LISTEN.
+pub const TCP_LISTEN: u8 = 0x0A;
+
+/// Every IPv4 and IPv6 TCP socket whose local port is `port`.
+pub fn tcp_sockets_on(port: u16) -> Vec<TcpSocket> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(st), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let Some((_, p)) = local.rsplit_once(':') else {
+                continue;
+            };
+            if u16::from_str_radix(p, 16) != Ok(port) {
+                continue;
+            }
+            if let (Ok(state), Ok(inode)) = (u8::from_str_radix(st, 16), inode.parse()) {
+                out.push(TcpSocket { state, inode });
+            }
+        }
+    }
+    out
+}
+
+/// The inodes of the sockets `pid` has open (its `socket:[N]` descriptors).
+fn socket_inodes(pid: u32) -> Vec<u64> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
+            l.parse().ok()
+        })
+        .collect()
 }
