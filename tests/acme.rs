@@ -75,11 +75,18 @@ impl Rig {
     }
 
     fn start(&self, challenge: &str, isolation: &str) -> TestServer {
-        self.start_with(challenge, isolation, "")
+        self.start_with(challenge, isolation, "", None)
     }
 
-    /// [`Rig::start`] with `extra` top-level settings.
-    fn start_with(&self, challenge: &str, isolation: &str, extra: &str) -> TestServer {
+    /// [`Rig::start`] with `extra` top-level settings and a test-only
+    /// fault.
+    fn start_with(
+        &self,
+        challenge: &str,
+        isolation: &str,
+        extra: &str,
+        fault: Option<&str>,
+    ) -> TestServer {
         self.reserved.borrow_mut().clear();
         let config = self.dir.path().join("servery.toml");
         let text = format!(
@@ -96,12 +103,15 @@ impl Rig {
             root = self.dir.path().join("root").display(),
         );
         std::fs::write(&config, text).unwrap();
-        TestServer::builder()
+        let mut server = TestServer::builder()
             .no_bind()
             .isolation(isolation)
             .admin()
-            .args(&["--config", config.to_str().unwrap()])
-            .start()
+            .args(&["--config", config.to_str().unwrap()]);
+        if let Some(f) = fault {
+            server = server.fault(f);
+        }
+        server.start()
     }
 
     /// A handshake that trusts only pebble's issuing root.
@@ -265,6 +275,24 @@ fn renews_and_keeps_the_certificate_when_a_renewal_fails(isolation: &str) {
     }
 }
 
+/// Worker processes slow to apply what the supervisor sends (1.5 s each,
+/// a loaded host's worst): the challenge is announced to pebble only once
+/// both hold the answer, so the first order succeeds and none fails.
+#[test]
+fn a_challenge_is_announced_only_once_every_worker_process_holds_it() {
+    let Some(rig) = Rig::new(LONG) else { return };
+    let s = rig.start_with("http-01", "process", "", Some("delay-acme=1500"));
+    rig.wait_issued(&s, None);
+    let failed = common::http::metric(&s.metrics(), "servery_acme_orders_failed_total");
+    assert_eq!(failed, Some(0.0), "{}", s.stderr());
+    assert!(!s.stderr().contains("ACME: order failed"), "{}", s.stderr());
+    assert!(
+        !s.stderr().contains("not every worker process confirmed"),
+        "{}",
+        s.stderr()
+    );
+}
+
 /// A reload that adds an ACME site orders its certificate; the site that
 /// was there keeps its own (stored, nothing ordered again for it).
 #[test]
@@ -312,7 +340,7 @@ fn an_external_account_binding_is_sent_when_the_ca_requires_one() {
         "acme_eab_kid = \"{KID}\"\nacme_eab_hmac_key_file = \"{}\"\n",
         key.display()
     );
-    let s = rig.start_with("http-01", "thread", &eab);
+    let s = rig.start_with("http-01", "thread", &eab, None);
     rig.wait_issued(&s, None);
     assert_eq!(issued_total(&s), 1.0);
 }

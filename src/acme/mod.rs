@@ -157,9 +157,11 @@ pub struct Certificate {
 }
 
 /// The server side of the engine: called on the engine's thread, so each
-/// call should hand its work over and return.
+/// call should hand its work over and return; only `publish` may wait.
 pub trait Responder: Send + Sync + 'static {
-    /// Serve `answer`: called before the CA is told the challenge is ready.
+    /// Serve `answer`: called before the CA is told the challenge is ready,
+    /// which happens when this returns, so it may block (briefly, bounded)
+    /// until every place that answers the CA holds it.
     fn publish(&self, answer: &Answer);
     /// Stop serving `answer`: called once its authorization is decided,
     /// success or not.

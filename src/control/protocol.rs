@@ -44,8 +44,10 @@ pub struct Init {
     /// ticket secret: every worker presents the same identities and opens
     /// every worker's tickets.
     pub tls: Option<(Vec<Option<crate::tls::Material>>, crate::tls::TicketSecret)>,
-    /// The certificates ACME has published so far, by site name.
-    pub acme: Vec<(String, crate::tls::Material)>,
+    /// What the supervisor's ACME has published so far (challenge answers
+    /// still pending and certificates): a replacement started while a
+    /// challenge is open answers it too.
+    pub acme: Vec<crate::sites::published::Update>,
 }
 
 /// Supervisor → worker.
@@ -53,16 +55,25 @@ pub struct Init {
 pub enum ToWorker {
     Init(Box<Init>),
     Control(Control),
-    /// An ACME answer or certificate (`sites::published`).
-    Acme(crate::sites::published::Update),
+    /// An ACME answer or certificate (`sites::published`), numbered so the
+    /// worker can acknowledge it.
+    Acme {
+        seq: u64,
+        update: crate::sites::published::Update,
+    },
 }
 
 /// Worker → supervisor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FromWorker {
-    pub report: Report,
-    /// Present on beat replies.
-    pub snapshot: Option<Snapshot>,
+pub enum FromWorker {
+    /// A transition or a beat reply.
+    Report {
+        report: Report,
+        /// Present on beat replies (boxed: most of the message's size).
+        snapshot: Option<Box<Snapshot>>,
+    },
+    /// ACME update `seq` is in this process's table.
+    Applied(u64),
 }
 
 /// Send one message with `fds` attached.

@@ -6,7 +6,8 @@
 //! chosen), and the TLS resolver presents its certificates. In thread
 //! isolation the supervisor writes it directly; in process isolation each
 //! worker process writes its own from the [`Update`]s on its control
-//! channel (and gets the certificates already issued in its `Init`).
+//! channel (and gets everything already published, open answers included,
+//! in its `Init`: [`Published::updates`]).
 //! Reads take a read lock only when something is published, so a server
 //! without ACME pays one atomic load per challenge-path request and per
 //! handshake of an ACME site.
@@ -62,7 +63,7 @@ pub struct Published {
     any_answer: AtomicBool,
     any_certificate: AtomicBool,
     http: RwLock<HashMap<String, String>>,
-    alpn: RwLock<HashMap<String, Arc<CertifiedKey>>>,
+    alpn: RwLock<HashMap<String, (Material, Arc<CertifiedKey>)>>,
     certificates: RwLock<HashMap<String, (Material, Arc<CertifiedKey>)>>,
 }
 
@@ -94,7 +95,7 @@ impl Published {
                 let key = material.certified_key()?;
                 let mut t = self.alpn.write().unwrap_or_else(|p| p.into_inner());
                 if t.len() < MAX_ANSWERS {
-                    t.insert(domain.to_ascii_lowercase(), key);
+                    t.insert(domain.to_ascii_lowercase(), (material.clone(), key));
                 }
             }
             Update::WithdrawTlsAlpn01 { domain } => {
@@ -132,7 +133,7 @@ impl Published {
             .read()
             .ok()?
             .get(&domain.to_ascii_lowercase())
-            .cloned()
+            .map(|(_, k)| k.clone())
     }
 
     /// Site `site`'s certificate from ACME, if one was published.
@@ -147,10 +148,28 @@ impl Published {
             .map(|(_, k)| k.clone())
     }
 
-    /// Every published certificate, as material (for a new worker process).
-    pub fn certificates(&self) -> Vec<(String, Material)> {
-        let t = self.certificates.read().unwrap_or_else(|p| p.into_inner());
-        t.iter().map(|(s, (m, _))| (s.clone(), m.clone())).collect()
+    /// Everything published, as the updates that would make it again (for
+    /// a new worker process): the open answers, then the certificates.
+    pub fn updates(&self) -> Vec<Update> {
+        let mut out = Vec::new();
+        let http = self.http.read().unwrap_or_else(|p| p.into_inner());
+        out.extend(http.iter().map(|(t, k)| Update::Http01 {
+            token: t.clone(),
+            key_authorization: k.clone(),
+        }));
+        drop(http);
+        let alpn = self.alpn.read().unwrap_or_else(|p| p.into_inner());
+        out.extend(alpn.iter().map(|(d, (m, _))| Update::TlsAlpn01 {
+            domain: d.clone(),
+            material: m.clone(),
+        }));
+        drop(alpn);
+        let certs = self.certificates.read().unwrap_or_else(|p| p.into_inner());
+        out.extend(certs.iter().map(|(s, (m, _))| Update::Certificate {
+            site: s.clone(),
+            material: m.clone(),
+        }));
+        out
     }
 
     /// Site `site`'s certificate as material, if published.
@@ -227,5 +246,37 @@ mod tests {
         assert_eq!(p.material("a").unwrap().fingerprint(), b.fingerprint());
         assert!(p.certificate("a").is_some());
         assert!(p.certificate("b").is_none());
+    }
+
+    #[test]
+    fn updates_replayed_make_the_same_table() {
+        let p = Published::default();
+        let cert = Material::self_signed(&["a.test".into()]).unwrap();
+        let answer = Material::self_signed(&["b.test".into()]).unwrap();
+        p.apply(&Update::Http01 {
+            token: "t1".into(),
+            key_authorization: "t1.abc".into(),
+        })
+        .unwrap();
+        p.apply(&Update::TlsAlpn01 {
+            domain: "B.test".into(),
+            material: answer,
+        })
+        .unwrap();
+        p.apply(&Update::Certificate {
+            site: "a".into(),
+            material: cert.clone(),
+        })
+        .unwrap();
+        let q = Published::default();
+        for u in p.updates() {
+            q.apply(&u).unwrap();
+        }
+        assert_eq!(
+            q.http01(b"/.well-known/acme-challenge/t1").as_deref(),
+            Some("t1.abc")
+        );
+        assert!(q.tls_alpn01("b.test").is_some());
+        assert_eq!(q.material("a").unwrap().fingerprint(), cert.fingerprint());
     }
 }

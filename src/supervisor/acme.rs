@@ -17,27 +17,27 @@
 //!    through [`Publisher`]: into this process's table first (worker
 //!    threads read it at once), then as [`Event::Acme`] to the machine,
 //!    which sends it to every live worker process.
-//! 3. In process isolation a challenge is only announced to the CA after a
-//!    short settle ([`PROCESS_SETTLE`]) so every worker process has read it
-//!    from its channel.
+//! 3. A challenge answer is only announced to the CA once every live
+//!    worker process has acknowledged it (`super::acks`), or after
+//!    [`ACK_TIMEOUT`] with a warning (the CA may then fail the order, which
+//!    step 4 handles). Worker threads read this process's table, so in
+//!    thread isolation nothing is waited for.
 //! 4. A failed order is logged with the CA's reason and counted; the
 //!    certificate in use stays until a new one is issued.
 
 use std::sync::atomic::Ordering as Atomic;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::acks::ACK_TIMEOUT;
 use super::Event;
 use crate::acme::{
     Answer, Certificate, Challenge, Error, ExternalAccount, Manager, Order, Responder, Settings,
 };
-use crate::config::{AcmeChallenge, AcmeConfig, Config, Isolation, ACME_RETRY_MAX};
+use crate::config::{AcmeChallenge, AcmeConfig, Config, ACME_RETRY_MAX};
 use crate::sites::published::{self, Update};
 use crate::telemetry::AcmeStats;
-
-/// How long a challenge answer is given to reach worker processes.
-const PROCESS_SETTLE: Duration = Duration::from_millis(100);
 
 /// The running manager and what it was started for.
 pub(crate) struct Ordering {
@@ -83,7 +83,6 @@ impl Ordering {
         };
         let publisher = Publisher {
             events: events.clone(),
-            processes: config.isolation == Isolation::Process,
         };
         let manager = Manager::start(settings, orders.clone(), Arc::new(publisher))?;
         tracing::info!(
@@ -113,48 +112,62 @@ impl Drop for Ordering {
 struct Publisher {
     /// The machine's channel.
     events: Sender<Event>,
-    processes: bool,
 }
 
 impl Publisher {
-    fn tell(&self, update: Update) {
+    /// Publish `update` here and to every worker process; with `wait`,
+    /// return once they all have it (or [`ACK_TIMEOUT`] passed).
+    fn tell(&self, update: Update, wait: bool) {
         if let Err(e) = published::global().apply(&update) {
             tracing::warn!(error = %e, "ACME: refused to publish");
             return;
         }
-        let _ = self.events.send(Event::Acme(update));
+        let (done, heard) = mpsc::channel();
+        let done = wait.then_some(done);
+        if self.events.send(Event::Acme { update, done }).is_err() || !wait {
+            return;
+        }
+        if heard.recv_timeout(ACK_TIMEOUT).is_err() {
+            tracing::warn!(
+                timeout_s = ACK_TIMEOUT.as_secs_f64(),
+                "ACME: not every worker process confirmed the challenge answer; announcing it anyway"
+            );
+        }
     }
 }
 
 impl Responder for Publisher {
     fn publish(&self, answer: &Answer) {
-        self.tell(match answer {
-            Answer::Http01 {
-                token,
-                key_authorization,
-            } => Update::Http01 {
-                token: token.clone(),
-                key_authorization: key_authorization.clone(),
+        self.tell(
+            match answer {
+                Answer::Http01 {
+                    token,
+                    key_authorization,
+                } => Update::Http01 {
+                    token: token.clone(),
+                    key_authorization: key_authorization.clone(),
+                },
+                Answer::TlsAlpn01 { domain, material } => Update::TlsAlpn01 {
+                    domain: domain.clone(),
+                    material: material.clone(),
+                },
             },
-            Answer::TlsAlpn01 { domain, material } => Update::TlsAlpn01 {
-                domain: domain.clone(),
-                material: material.clone(),
-            },
-        });
-        if self.processes {
-            std::thread::sleep(PROCESS_SETTLE);
-        }
+            true,
+        );
     }
 
     fn withdraw(&self, answer: &Answer) {
-        self.tell(match answer {
-            Answer::Http01 { token, .. } => Update::WithdrawHttp01 {
-                token: token.clone(),
+        self.tell(
+            match answer {
+                Answer::Http01 { token, .. } => Update::WithdrawHttp01 {
+                    token: token.clone(),
+                },
+                Answer::TlsAlpn01 { domain, .. } => Update::WithdrawTlsAlpn01 {
+                    domain: domain.clone(),
+                },
             },
-            Answer::TlsAlpn01 { domain, .. } => Update::WithdrawTlsAlpn01 {
-                domain: domain.clone(),
-            },
-        });
+            false,
+        );
     }
 
     fn issued(&self, site: &str, cert: &Certificate) {
@@ -164,10 +177,13 @@ impl Responder for Publisher {
             fingerprint = %cert.material.fingerprint(),
             "ACME: new certificate in use"
         );
-        self.tell(Update::Certificate {
-            site: site.to_owned(),
-            material: cert.material.clone(),
-        });
+        self.tell(
+            Update::Certificate {
+                site: site.to_owned(),
+                material: cert.material.clone(),
+            },
+            false,
+        );
     }
 
     fn failed(&self, site: &str, error: &Error, retry_in: Duration) {

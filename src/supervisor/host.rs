@@ -77,8 +77,8 @@ impl Worker for Member {
     fn finish(&mut self) {
         Member::finish(self)
     }
-    fn publish(&self, update: &crate::sites::published::Update) {
-        Member::publish(self, update)
+    fn publish(&self, seq: u64, update: &crate::sites::published::Update) -> bool {
+        Member::publish(self, seq, update)
     }
 }
 

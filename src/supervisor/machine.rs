@@ -23,6 +23,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::acks::Acks;
 use super::beats::{Beat, Beats};
 use super::generation::{Force, Generation, Quorum, Rules, SlotState, Stage};
 use super::journal::{Journal, Transition};
@@ -44,10 +45,12 @@ pub(crate) trait Worker {
     fn kill(&self);
     /// After its end: join the thread.
     fn finish(&mut self);
-    /// Hand it an ACME answer or certificate (processes; threads read the
-    /// supervisor's own table).
-    fn publish(&self, update: &crate::sites::published::Update) {
-        let _ = update;
+    /// Hand it ACME update `seq`, an answer or a certificate; true if it
+    /// will acknowledge it (processes; threads read the supervisor's own
+    /// table and return false).
+    fn publish(&self, seq: u64, update: &crate::sites::published::Update) -> bool {
+        let _ = (seq, update);
+        false
     }
 }
 
@@ -117,6 +120,8 @@ pub(crate) struct Machine<H: Host> {
     pub(super) fatal: Option<Error>,
     /// When the shutdown stops waiting for survivors.
     pub(super) give_up: Option<Instant>,
+    /// ACME updates waiting for every worker process to have them.
+    pub(super) acks: Acks,
     /// The first barrier passed on this driver (taken by the loop).
     pub(super) started: Option<Driver>,
     pub(super) outcome: Option<Result<(), Error>>,
@@ -145,6 +150,7 @@ impl<H: Host> Machine<H> {
             deferred: VecDeque::new(),
             fatal: None,
             give_up: None,
+            acks: Acks::default(),
             started: None,
             outcome: None,
             journal,
@@ -256,15 +262,27 @@ impl<H: Host> Machine<H> {
                 death,
             }) => self.on_reaped(generation, slot, pid, death, now),
             Some(Event::Signal(s)) => self.on_signal(s, now),
-            Some(Event::Acme(u)) => {
+            Some(Event::Acme { update, done }) => {
                 // Every live generation: an old one still draining serves
                 // its last requests with the new certificate too.
+                let seq = self.acks.next_seq();
+                let mut owed = Vec::new();
                 for g in self.current.iter().chain(&self.next).chain(&self.old) {
                     for i in g.live() {
-                        g.slots[i].member.publish(&u);
+                        if g.slots[i].member.publish(seq, &update) {
+                            owed.push((g.id, i));
+                        }
                     }
                 }
+                if let Some(done) = done {
+                    self.acks.wait(seq, owed, done, now);
+                }
             }
+            Some(Event::Applied {
+                generation,
+                slot,
+                seq,
+            }) => self.acks.answered(generation, slot, seq),
             None => {}
         }
         if self.outcome.is_none() {
@@ -419,6 +437,7 @@ impl<H: Host> Machine<H> {
     /// replacement, or stop the server on a crash loop.
     fn ended(&mut self, id: u64, i: usize, how: Death, now: Instant) {
         let serving = self.beating() && self.current.as_ref().is_some_and(|g| g.id == id);
+        self.acks.ended(id, i);
         let Some((g, journal)) = self.generation_mut(id) else {
             return;
         };
@@ -521,6 +540,7 @@ impl<H: Host> Machine<H> {
         }
         self.replace_crashed(now);
         self.beat(now);
+        self.acks.expire(now);
         let gens = self
             .current
             .iter_mut()

@@ -183,7 +183,7 @@ impl Member {
             budget: s.budget.is_some(),
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| (t.identities.clone(), t.secret.clone())),
-            acme: crate::sites::published::global().certificates(),
+            acme: crate::sites::published::global().updates(),
         };
         let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s.sockets.iter().map(AsFd::as_fd).collect();
         if let Some(b) = s.budget {
@@ -205,18 +205,27 @@ impl Member {
         let reader = control.try_clone()?;
         let events = s.events.clone();
         let generation = s.generation;
+        let slot = s.slot;
         std::thread::Builder::new()
-            .name(format!("servery-ctl{}", s.slot))
+            .name(format!("servery-ctl{slot}"))
             .spawn(move || {
                 let mut buf = vec![0u8; MAX_MESSAGE];
-                while let Ok(Some((FromWorker { report, snapshot }, _))) =
+                while let Ok(Some((message, _))) =
                     protocol::recv::<FromWorker>(reader.as_fd(), &mut buf)
                 {
-                    let _ = events.send(Event::Worker {
-                        generation,
-                        report,
-                        snapshot: snapshot.map(Box::new),
-                    });
+                    let event = match message {
+                        FromWorker::Report { report, snapshot } => Event::Worker {
+                            generation,
+                            report,
+                            snapshot,
+                        },
+                        FromWorker::Applied(seq) => Event::Applied {
+                            generation,
+                            slot,
+                            seq,
+                        },
+                    };
+                    let _ = events.send(event);
                 }
             })?;
         Ok(member)
@@ -235,12 +244,18 @@ impl Member {
         matches!(self, Member::Thread { .. })
     }
 
-    /// Hand a worker process an ACME update (threads share the
-    /// supervisor's table, already updated).
-    pub(crate) fn publish(&self, update: &crate::sites::published::Update) {
-        if let Member::Process { control, .. } = self {
-            let _ = protocol::send(control.as_fd(), &ToWorker::Acme(update.clone()), &[]);
-        }
+    /// Hand a worker process ACME update `seq`; true if it was sent, so
+    /// an acknowledgement will follow (threads share the supervisor's
+    /// table, already updated).
+    pub(crate) fn publish(&self, seq: u64, update: &crate::sites::published::Update) -> bool {
+        let Member::Process { control, .. } = self else {
+            return false;
+        };
+        let message = ToWorker::Acme {
+            seq,
+            update: update.clone(),
+        };
+        protocol::send(control.as_fd(), &message, &[]).is_ok()
     }
 
     pub(crate) fn send(&self, c: Control) {

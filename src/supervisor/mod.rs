@@ -38,6 +38,7 @@
 //!    `force_timeout` SIGKILL process groups; report survivors. A second
 //!    SIGINT returns at once.
 
+mod acks;
 pub(crate) mod acme;
 mod beats;
 mod child;
@@ -103,8 +104,18 @@ pub enum Event {
     },
     Signal(Signal),
     /// The supervisor's ACME published an answer or a certificate (already
-    /// in this process's table): worker processes are told.
-    Acme(crate::sites::published::Update),
+    /// in this process's table): worker processes are told, and `done`
+    /// (if any) hears once every one of them has it (`acks`).
+    Acme {
+        update: crate::sites::published::Update,
+        done: Option<std::sync::mpsc::Sender<()>>,
+    },
+    /// A worker process applied ACME update `seq`.
+    Applied {
+        generation: u64,
+        slot: usize,
+        seq: u64,
+    },
 }
 
 /// The supervisor's phases.

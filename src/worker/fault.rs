@@ -4,8 +4,10 @@
 //! Only the test suites set the variable; an operator never does, and an
 //! unset or unparsable value injects nothing. Syntax: `;`-separated items,
 //! `delay-prepare=WORKER:MILLIS`, `fail-prepare=WORKER`,
-//! `ignore-drain=WORKER`, `hang-after-ready=WORKER`, or `panic-on=TARGET`
-//! (every worker's handler call panics for requests to exactly TARGET).
+//! `ignore-drain=WORKER`, `hang-after-ready=WORKER`, `panic-on=TARGET`
+//! (every worker's handler call panics for requests to exactly TARGET), or
+//! `delay-acme=MILLIS` (every worker process sleeps before applying an
+//! ACME update from its supervisor).
 
 use std::time::Duration;
 
@@ -33,6 +35,20 @@ pub fn for_worker(worker: usize) -> Option<Fault> {
 /// The request target whose handler call panics, if configured.
 pub fn panic_target() -> Option<Box<str>> {
     panic_target_in(&std::env::var(ENV).ok()?)
+}
+
+/// How long a worker process waits before applying an ACME update, if
+/// configured.
+pub fn acme_delay() -> Option<Duration> {
+    acme_delay_in(&std::env::var(ENV).ok()?)
+}
+
+fn acme_delay_in(spec: &str) -> Option<Duration> {
+    spec.split(';').find_map(|item| {
+        let (kind, arg) = item.split_once('=')?;
+        let ms = (kind.trim() == "delay-acme").then(|| arg.trim().parse().ok())??;
+        Some(Duration::from_millis(ms))
+    })
 }
 
 fn panic_target_in(spec: &str) -> Option<Box<str>> {
@@ -90,5 +106,14 @@ mod tests {
         let s = "fail-prepare=3;panic-on=/boom";
         assert_eq!(panic_target_in(s).as_deref(), Some("/boom"));
         assert_eq!(panic_target_in("fail-prepare=0"), None);
+    }
+
+    #[test]
+    fn delay_acme_is_for_every_worker_process() {
+        let s = "fail-prepare=3;delay-acme=1500";
+        assert_eq!(acme_delay_in(s), Some(Duration::from_millis(1500)));
+        assert_eq!(parse(s, 0), None);
+        assert_eq!(acme_delay_in("delay-acme=soon"), None);
+        assert_eq!(acme_delay_in("panic-on=/x"), None);
     }
 }

@@ -88,6 +88,7 @@ where
 
     let (tx, rx) = flume::unbounded();
     let reader = control.clone();
+    let acme_delay = super::fault::acme_delay();
     std::thread::Builder::new()
         .name("servery-control".into())
         .spawn(move || {
@@ -95,10 +96,16 @@ where
             loop {
                 let c = match protocol::recv::<ToWorker>(reader.as_fd(), &mut buf) {
                     Ok(Some((ToWorker::Control(c), _))) => c,
-                    Ok(Some((ToWorker::Acme(update), _))) => {
+                    Ok(Some((ToWorker::Acme { seq, update }, _))) => {
+                        if let Some(d) = acme_delay {
+                            std::thread::sleep(d);
+                        }
                         if let Err(e) = crate::sites::published::global().apply(&update) {
                             tracing::warn!(error = %e, "refused an ACME certificate");
                         }
+                        // Applied (or refused: the old one stays): the
+                        // supervisor may announce the challenge now.
+                        let _ = protocol::send(reader.as_fd(), &FromWorker::Applied(seq), &[]);
                         continue;
                     }
                     _ => break,
@@ -122,10 +129,10 @@ where
     let report_stats = stats.clone();
     let writer = control.clone();
     let report = Arc::new(move |r: Report| {
-        let snapshot = r.beat.map(|_| Snapshot::take(&report_stats));
+        let snapshot = r.beat.map(|_| Box::new(Snapshot::take(&report_stats)));
         let _ = protocol::send(
             writer.as_fd(),
-            &FromWorker {
+            &FromWorker::Report {
                 report: r,
                 snapshot,
             },
@@ -133,14 +140,10 @@ where
         );
     });
     let settings = Settings::from_config(&config);
-    for (site, material) in &init.acme {
-        let update = crate::sites::published::Update::Certificate {
-            site: site.clone(),
-            material: material.clone(),
-        };
+    for update in &init.acme {
         crate::sites::published::global()
-            .apply(&update)
-            .map_err(|e| format!("TLS: site {site}: {e}"))?;
+            .apply(update)
+            .map_err(|e| format!("TLS: what ACME published: {e}"))?;
     }
     let tls = match &init.tls {
         Some((identities, secret)) => Some(

@@ -5,8 +5,10 @@
 //! the sequence of transitions the journal kept and the calls made on the
 //! fake members: no threads, no processes, no sleeps. This file holds the
 //! fake host and the rig; `barrier` tests startup and rollback, `serving`
-//! crashes, beats, reloads and shutdown.
+//! crashes, beats, reloads and shutdown, `acme` the acknowledged ACME
+//! updates.
 
+mod acme;
 mod barrier;
 mod serving;
 
@@ -52,6 +54,10 @@ impl Worker for FakeMember {
         self.call("kill");
     }
     fn finish(&mut self) {}
+    fn publish(&self, seq: u64, _: &crate::sites::published::Update) -> bool {
+        self.call(&format!("publish {seq}"));
+        self.pid.is_some()
+    }
 }
 
 impl Drop for FakeMember {
