@@ -17,8 +17,8 @@
 //!    shutdown with nothing left sets the outcome.
 //!
 //! Reload and shutdown live in `reload.rs` and `shutdown.rs`, the slot and
-//! stage types in `generation.rs`, beats and the restart budget in their
-//! own files.
+//! stage types in `generation.rs`, beats, the restart budget and the ACME
+//! acknowledgements (`acks.rs`) in their own files.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
