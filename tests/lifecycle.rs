@@ -208,6 +208,38 @@ fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
 }
 
+/// A connection busy with a response when the drain begins (so the drain's
+/// sweep of idle connections passed it by) closes once that response is
+/// written the way the drain closes idle ones: FIN, then a request the
+/// client sends after the response, crossing that FIN, is discarded rather
+/// than reset.
+fn request_after_a_response_the_drain_waited_for_is_discarded_not_reset(driver: &str) {
+    let root = docroot(BIG);
+    let mut server = serve(&root, driver, &["--drain-timeout", "20"]);
+    let (mut s, head_len) = slow_download(server.addr(), "");
+    server.signal(Signal::SIGTERM);
+    assert!(refused_soon(server.addr()), "the drain did not begin");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = vec![0u8; BIG - (1024 - head_len)];
+    s.read_exact(&mut rest).unwrap();
+    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    if let Err(e) = s.shutdown(std::net::Shutdown::Write) {
+        panic!("the connection was reset under the crossing request: {e}");
+    }
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("answered after the drain's FIN: {:?}", &buf[..n]),
+        Err(e) => panic!("the crossing request got {e} instead of a clean close"),
+    }
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("did not exit");
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+}
+
 fn pipelined_request_during_drain_gets_connection_close(driver: &str) {
     let root = docroot(BIG);
     let mut server = serve(&root, driver, &[]);
@@ -275,6 +307,7 @@ driver_tests! {
     slow_client_gets_its_whole_response_after_sigterm,
     idle_keepalive_connections_are_closed_by_drain,
     request_crossing_a_drain_fin_is_discarded_not_reset,
+    request_after_a_response_the_drain_waited_for_is_discarded_not_reset,
     pipelined_request_during_drain_gets_connection_close,
     connection_held_past_drain_timeout_is_cut,
     second_sigint_exits_at_once,

@@ -230,9 +230,19 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
             }
             // Draining: a connection between requests is done; one that has
             // not been answered yet (taken from the queue by the drain's
-            // sweep) gets its one answer, with `Connection: close`.
+            // sweep) gets its one answer, with `Connection: close`. It was
+            // busy when the drain began (`Registry::close_idle` passed it
+            // by), so it closes here as the drain closes idle ones: on plain
+            // TCP a FIN, then what the client sent meanwhile is discarded
+            // until it closes, so a request crossing the FIN is not reset.
             if !self.input.busy() && self.ctx.draining.get() && self.served_any {
-                self.close(registration, false).await;
+                if S::ENCRYPTS {
+                    self.close(registration, false).await;
+                } else {
+                    registration.set_idle(true);
+                    let buf = self.ctx.pool.take();
+                    self.discard_after_drain(buf).await;
+                }
                 return Busy::Closed;
             }
             // 4. Read more.
@@ -536,10 +546,12 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
         }
     }
 
-    /// A request crossed the FIN a drain sent this idle connection: it is
-    /// not answered (the client, which got no byte of a response, may retry
-    /// it elsewhere: RFC 9112 §9.3.1) but read and discarded until the client
-    /// closes, within [`DRAIN_LINGER`], so the close is not a reset.
+    /// A request crossed (or may cross) the FIN a drain sends this
+    /// connection between requests: it is not answered (the client, which
+    /// got no byte of a response, may retry it elsewhere: RFC 9112 §9.3.1)
+    /// but read and discarded until the client closes, within
+    /// [`DRAIN_LINGER`], so the close is not a reset. `buf` holds what was
+    /// already read of it, if anything.
     async fn discard_after_drain(&mut self, buf: Vec<u8>) {
         let settings = self.ctx.settings;
         let bounds = Linger {
