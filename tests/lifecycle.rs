@@ -183,45 +183,9 @@ fn idle_keepalive_connections_are_closed_by_drain(driver: &str) {
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
 }
 
-/// A drain closes an idle keep-alive connection with a FIN and keeps
-/// reading: a request the client sends after (or across) that FIN is read
-/// and discarded, and the connection ends without a reset, so the client,
-/// which got no byte of a response, can retry it (RFC 9112 §9.3.1).
-fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
-    let root = docroot(0);
-    let (mut server, mut s) = answered_then_sigterm(&root, driver);
-    let mut buf = [0u8; 64];
-    assert_eq!(s.read(&mut buf).unwrap(), 0, "no FIN from the drain");
-    // The request that crossed the FIN; then the client closes its side.
-    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    s.shutdown(std::net::Shutdown::Write).unwrap();
-    match s.read(&mut buf) {
-        Ok(0) => {}
-        Ok(n) => panic!("answered after the drain's FIN: {:?}", &buf[..n]),
-        Err(e) => panic!("the crossing request got {e} instead of a clean close"),
-    }
-    let status = server
-        .wait_exit(Duration::from_secs(5))
-        .expect("did not exit");
-    assert_eq!(status.code(), Some(0), "{}", server.stderr());
-}
-
-/// A connection busy with a response when the drain begins (so the drain's
-/// sweep of idle connections passed it by) closes once that response is
-/// written the way the drain closes idle ones: FIN, then a request the
-/// client sends after the response, crossing that FIN, is discarded rather
-/// than reset.
-fn request_after_a_response_the_drain_waited_for_is_discarded_not_reset(driver: &str) {
-    let root = docroot(BIG);
-    let mut server = serve(&root, driver, &["--drain-timeout", "20"]);
-    let (mut s, head_len) = slow_download(server.addr(), "");
-    server.signal(Signal::SIGTERM);
-    assert!(refused_soon(server.addr()), "the drain did not begin");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut rest = vec![0u8; BIG - (1024 - head_len)];
-    s.read_exact(&mut rest).unwrap();
+/// The request that crosses the drain's FIN on `s`, then the client closes
+/// its side: the server neither answers nor resets it, and exits 0.
+fn a_crossing_request_is_discarded(mut server: TestServer, mut s: TcpStream) {
     s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -238,6 +202,35 @@ fn request_after_a_response_the_drain_waited_for_is_discarded_not_reset(driver: 
         .wait_exit(Duration::from_secs(5))
         .expect("did not exit");
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
+}
+
+/// A drain closes an idle keep-alive connection with a FIN and keeps
+/// reading: a request the client sends after (or across) that FIN is read
+/// and discarded, and the connection ends without a reset, so the client,
+/// which got no byte of a response, can retry it (RFC 9112 §9.3.1).
+fn request_crossing_a_drain_fin_is_discarded_not_reset(driver: &str) {
+    let root = docroot(0);
+    let (server, mut s) = answered_then_sigterm(&root, driver);
+    let mut buf = [0u8; 64];
+    assert_eq!(s.read(&mut buf).unwrap(), 0, "no FIN from the drain");
+    a_crossing_request_is_discarded(server, s);
+}
+
+/// A connection busy with a response when the drain begins (so the drain's
+/// sweep of idle connections passed it by) closes once that response is
+/// written the way the drain closes idle ones: FIN, then a request the
+/// client sends after the response, crossing that FIN, is discarded rather
+/// than reset.
+fn request_after_a_response_the_drain_waited_for_is_discarded_not_reset(driver: &str) {
+    let root = docroot(BIG);
+    let server = serve(&root, driver, &["--drain-timeout", "20"]);
+    let (mut s, head_len) = slow_download(server.addr(), "");
+    server.signal(Signal::SIGTERM);
+    assert!(refused_soon(server.addr()), "the drain did not begin");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = vec![0u8; BIG - (1024 - head_len)];
+    s.read_exact(&mut rest).unwrap();
+    a_crossing_request_is_discarded(server, s);
 }
 
 fn pipelined_request_during_drain_gets_connection_close(driver: &str) {
