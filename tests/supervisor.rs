@@ -79,21 +79,29 @@ fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
-/// Nothing listens on `addr` (connecting is refused, and no socket on its
-/// port is in LISTEN), and no process of `tag` holds a socket on its port.
+/// Within 2 s, nothing listens on `addr` (connecting is refused, and no
+/// socket on its port is in LISTEN), and no process of `tag` holds a socket
+/// on its port.
+///
+/// Why a wait: the kernel tears down an exited process's io_uring on a
+/// workqueue, after the process is gone, and a listener that a pending
+/// accept of a SIGKILLed worker referenced stays in LISTEN until then (seen
+/// in CI: LISTEN at the first look, gone a few milliseconds later).
 ///
 /// Why not "binding works": once the server let go of the port, another
 /// test's outgoing connection may get it as its ephemeral source port, and
-/// that alone makes a bind fail with EADDRINUSE (seen in CI).
+/// that alone makes a bind fail with EADDRINUSE.
 fn port_is_free(addr: SocketAddr, tag: &Tag) -> bool {
-    let refused = matches!(
-        TcpStream::connect_timeout(&addr, Duration::from_millis(500)),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused
-    );
-    let listening = tcp_sockets_on(addr.port())
-        .iter()
-        .any(|s| s.state == TCP_LISTEN);
-    refused && !listening && !tag.holds_port(addr.port())
+    wait_until(Duration::from_secs(2), || {
+        let refused = matches!(
+            TcpStream::connect_timeout(&addr, Duration::from_millis(500)),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused
+        );
+        let listening = tcp_sockets_on(addr.port())
+            .iter()
+            .any(|s| s.state == TCP_LISTEN);
+        refused && !listening && !tag.holds_port(addr.port())
+    })
 }
 
 /// A keep-alive connection that got one response and stays open.
