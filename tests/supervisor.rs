@@ -85,8 +85,9 @@ fn thread_count(pid: u32) -> usize {
 ///
 /// Why a wait: the kernel tears down an exited process's io_uring on a
 /// workqueue, after the process is gone, and a listener that a pending
-/// accept of a SIGKILLed worker referenced stays in LISTEN until then (seen
-/// in CI: LISTEN at the first look, gone a few milliseconds later).
+/// accept of a SIGKILLed worker referenced stays in LISTEN until then (a
+/// failing `a_crash_loop_stops_the_server`, looked at again: LISTEN at the
+/// first look, only TIME_WAIT a few milliseconds later).
 ///
 /// Why not "binding works": once the server let go of the port, another
 /// test's outgoing connection may get it as its ephemeral source port, and
