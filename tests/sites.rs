@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::http::Response;
-use common::tls::{connect_as, fingerprint, get, trusting_any, Tls};
+use common::tls::{connect_as, fingerprint, trusting_any, Tls};
 use common::{wait_until, TestServer};
 use nix::sys::signal::Signal;
 
@@ -236,13 +236,23 @@ tls_key = "{dir}/b.key"
 default = true
 "#;
 
-fn sni_picks_the_certificate_and_a_host_of_another_site_is_421(isolation: &str) {
+/// [`TLS_SITES`] (adjusted by `edit`) with its two certificates, started:
+/// the layout (kept alive), the server, and a's and b's fingerprints.
+fn tls_sites(
+    isolation: &str,
+    edit: impl Fn(&str) -> String,
+) -> (Layout, TestServer, String, String) {
     let l = Layout::new();
     let dir = l.dir.path();
     let fp_a = certificate(dir, "a", &["a.test"]);
     let fp_b = certificate(dir, "b", &["*.b.test"]);
-    let config = l.config(&TLS_SITES.replace("{dir}", dir.to_str().unwrap()));
-    let s = l.start(&config, isolation, true);
+    let text = edit(&TLS_SITES.replace("{dir}", dir.to_str().unwrap()));
+    let s = l.start(&l.config(&text), isolation, true);
+    (l, s, fp_a, fp_b)
+}
+
+fn sni_picks_the_certificate_and_a_host_of_another_site_is_421(isolation: &str) {
+    let (_l, s, fp_a, fp_b) = tls_sites(isolation, str::to_owned);
 
     let mut a = handshake(&s, "a.test").unwrap();
     assert_eq!(presented(&a), fp_a);
@@ -266,19 +276,13 @@ fn sni_picks_the_certificate_and_a_host_of_another_site_is_421(isolation: &str) 
     let mut n = handshake(&s, "127.0.0.1").unwrap();
     assert_eq!(presented(&n), fp_b);
     assert_eq!(tls_get(&mut n, "a.test").body_text(), "site a\n");
-    let _ = get(&mut n, "/", "");
 }
 
 /// HTTP/2 coalescing: a client reusing a connection made for one site for
 /// another site's `:authority` is told 421, and retries on its own
 /// connection.
 fn an_h2_connection_for_one_site_refuses_another_sites_authority(isolation: &str) {
-    let l = Layout::new();
-    let dir = l.dir.path();
-    let fp_a = certificate(dir, "a", &["a.test"]);
-    let fp_b = certificate(dir, "b", &["*.b.test"]);
-    let config = l.config(&TLS_SITES.replace("{dir}", dir.to_str().unwrap()));
-    let s = l.start(&config, isolation, true);
+    let (_l, s, fp_a, fp_b) = tls_sites(isolation, str::to_owned);
     let tls = common::h2::tls_config(&fp_a, &[b"h2"]);
     let mut a = common::h2::Client::tls_as(s.https(), tls, "a.test").expect("h2 by ALPN");
     let own = a.send(&common::h2::Exchange::get("/").authority("a.test"));
@@ -292,17 +296,12 @@ fn an_h2_connection_for_one_site_refuses_another_sites_authority(isolation: &str
 }
 
 fn an_unknown_sni_fails_the_handshake_with_421_for_unknown_hosts(isolation: &str) {
-    let l = Layout::new();
-    let dir = l.dir.path();
-    let fp_a = certificate(dir, "a", &["a.test"]);
-    certificate(dir, "b", &["*.b.test"]);
-    let text = format!(
-        "unknown_host = \"421\"\n{}",
-        TLS_SITES
-            .replace("default = true\n", "")
-            .replace("{dir}", dir.to_str().unwrap())
-    );
-    let s = l.start(&l.config(&text), isolation, true);
+    let (_l, s, fp_a, _) = tls_sites(isolation, |text| {
+        format!(
+            "unknown_host = \"421\"\n{}",
+            text.replace("default = true\n", "")
+        )
+    });
     assert_eq!(presented(&handshake(&s, "a.test").unwrap()), fp_a);
     assert!(
         handshake(&s, "unknown.test").is_err(),

@@ -115,19 +115,26 @@ struct Publisher {
 }
 
 impl Publisher {
-    /// Publish `update` here and to every worker process; with `wait`,
-    /// return once they all have it (or [`ACK_TIMEOUT`] passed).
-    fn tell(&self, update: Update, wait: bool) {
-        if let Err(e) = published::global().apply(&update) {
-            tracing::warn!(error = %e, "ACME: refused to publish");
+    /// Publish `update` here, then to every worker process; return at once.
+    fn tell(&self, update: Update) {
+        if !here(&update) {
+            return;
+        }
+        let _ = self.events.send(Event::Acme { update, done: None });
+    }
+
+    /// [`Publisher::tell`], then wait until every worker process has it
+    /// (or [`ACK_TIMEOUT`] passed).
+    fn tell_and_wait(&self, update: Update) {
+        if !here(&update) {
             return;
         }
         let (done, heard) = mpsc::channel();
-        let done = wait.then_some(done);
-        if self.events.send(Event::Acme { update, done }).is_err() || !wait {
-            return;
-        }
-        if heard.recv_timeout(ACK_TIMEOUT).is_err() {
+        let event = Event::Acme {
+            update,
+            done: Some(done),
+        };
+        if self.events.send(event).is_ok() && heard.recv_timeout(ACK_TIMEOUT).is_err() {
             tracing::warn!(
                 timeout_s = ACK_TIMEOUT.as_secs_f64(),
                 "ACME: not every worker process confirmed the challenge answer; announcing it anyway"
@@ -136,38 +143,42 @@ impl Publisher {
     }
 }
 
+/// Apply `update` to this process's table; false (logged) if refused.
+fn here(update: &Update) -> bool {
+    let applied = published::global().apply(update);
+    if let Err(e) = &applied {
+        tracing::warn!(error = %e, "ACME: refused to publish");
+    }
+    applied.is_ok()
+}
+
 impl Responder for Publisher {
     fn publish(&self, answer: &Answer) {
-        self.tell(
-            match answer {
-                Answer::Http01 {
-                    token,
-                    key_authorization,
-                } => Update::Http01 {
-                    token: token.clone(),
-                    key_authorization: key_authorization.clone(),
-                },
-                Answer::TlsAlpn01 { domain, material } => Update::TlsAlpn01 {
-                    domain: domain.clone(),
-                    material: material.clone(),
-                },
+        let update = match answer {
+            Answer::Http01 {
+                token,
+                key_authorization,
+            } => Update::Http01 {
+                token: token.clone(),
+                key_authorization: key_authorization.clone(),
             },
-            true,
-        );
+            Answer::TlsAlpn01 { domain, material } => Update::TlsAlpn01 {
+                domain: domain.clone(),
+                material: material.clone(),
+            },
+        };
+        self.tell_and_wait(update);
     }
 
     fn withdraw(&self, answer: &Answer) {
-        self.tell(
-            match answer {
-                Answer::Http01 { token, .. } => Update::WithdrawHttp01 {
-                    token: token.clone(),
-                },
-                Answer::TlsAlpn01 { domain, .. } => Update::WithdrawTlsAlpn01 {
-                    domain: domain.clone(),
-                },
+        self.tell(match answer {
+            Answer::Http01 { token, .. } => Update::WithdrawHttp01 {
+                token: token.clone(),
             },
-            false,
-        );
+            Answer::TlsAlpn01 { domain, .. } => Update::WithdrawTlsAlpn01 {
+                domain: domain.clone(),
+            },
+        });
     }
 
     fn issued(&self, site: &str, cert: &Certificate) {
@@ -177,13 +188,10 @@ impl Responder for Publisher {
             fingerprint = %cert.material.fingerprint(),
             "ACME: new certificate in use"
         );
-        self.tell(
-            Update::Certificate {
-                site: site.to_owned(),
-                material: cert.material.clone(),
-            },
-            false,
-        );
+        self.tell(Update::Certificate {
+            site: site.to_owned(),
+            material: cert.material.clone(),
+        });
     }
 
     fn failed(&self, site: &str, error: &Error, retry_in: Duration) {
