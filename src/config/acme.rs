@@ -52,24 +52,15 @@ pub struct AcmeConfig {
     pub eab: Option<Eab>,
 }
 
-/// `--acme-eab-kid` with the key read from `--acme-eab-hmac-key-file`.
-#[derive(Clone, PartialEq, Eq)]
+/// `--acme-eab-kid` with the key read from `--acme-eab-hmac-key-file`:
+/// the account binding as the ACME client takes it (its `Debug` redacts the
+/// key), and where the key was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eab {
-    pub kid: String,
+    pub account: crate::acme::ExternalAccount,
     /// Where the key was read (the effective config shows this, never the
     /// key).
     pub key_file: PathBuf,
-    pub hmac_key: Vec<u8>,
-}
-
-impl std::fmt::Debug for Eab {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Eab")
-            .field("kid", &self.kid)
-            .field("key_file", &self.key_file)
-            .field("hmac_key", &"<redacted>")
-            .finish()
-    }
 }
 
 /// The shortest HMAC key accepted: 128 bits (CAs issue 256).
@@ -120,9 +111,11 @@ pub(super) fn config(
                 .invalid("missing: the HMAC key file needs the CA's key identifier"))
         }
         (Some(kid), Some(file)) => Some(Eab {
-            kid: kid.clone(),
+            account: crate::acme::ExternalAccount {
+                kid: kid.clone(),
+                hmac_key: eab_key(file)?,
+            },
             key_file: file.clone(),
-            hmac_key: eab_key(file)?,
         }),
     };
     Ok(AcmeConfig {
@@ -273,7 +266,11 @@ mod tests {
             ..acme_site()
         };
         let eab = ok(r).acme.eab.unwrap();
-        assert_eq!((eab.kid.as_str(), eab.hmac_key.len()), ("kid-1", 48));
+        let account = &eab.account;
+        assert_eq!(
+            (account.kid.as_str(), account.hmac_key.len()),
+            ("kid-1", 48)
+        );
         assert!(!format!("{eab:?}").contains("zWND"));
         let r = RawConfig {
             acme_eab_kid: Some("kid-1".into()),

@@ -337,7 +337,7 @@ settings! {
         /// Key identifier of the CA's External Account Binding (ZeroSSL, Google).
         #[arg(long, value_name = "KID")]
         acme_eab_kid: Option<String> => Option<String> = optional(acme::eab_kid),
-            shown |c| c.acme.eab.as_ref().map(|e| e.kid.clone());
+            shown |c| c.acme.eab.as_ref().map(|e| e.account.kid.clone());
         /// File holding the External Account Binding's HMAC key (base64url).
         #[arg(long, value_name = "FILE")]
         acme_eab_hmac_key_file: Option<PathBuf> => Option<PathBuf> = as_is,

@@ -32,9 +32,7 @@ use std::time::Duration;
 
 use super::acks::ACK_TIMEOUT;
 use super::Event;
-use crate::acme::{
-    Answer, Certificate, Challenge, Error, ExternalAccount, Manager, Order, Responder, Settings,
-};
+use crate::acme::{Answer, Certificate, Challenge, Error, Manager, Order, Responder, Settings};
 use crate::config::{AcmeChallenge, AcmeConfig, Config, ACME_RETRY_MAX};
 use crate::sites::published::{self, Update};
 use crate::telemetry::AcmeStats;
@@ -76,10 +74,7 @@ impl Ordering {
             },
             retry_min: acme.retry,
             retry_max: ACME_RETRY_MAX.max(acme.retry),
-            eab: acme.eab.as_ref().map(|e| ExternalAccount {
-                kid: e.kid.clone(),
-                hmac_key: e.hmac_key.clone(),
-            }),
+            eab: acme.eab.as_ref().map(|e| e.account.clone()),
         };
         let publisher = Publisher {
             events: events.clone(),
