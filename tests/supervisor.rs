@@ -862,6 +862,71 @@ fn a_hung_worker_is_replaced_after_two_missed_beats(watch: &str) {
     }
 }
 
+/// `servery_worker_restarts_total` with `reason`, in `text`.
+fn restarts(text: &str, reason: &str) -> Option<f64> {
+    metric(
+        text,
+        &format!("servery_worker_restarts_total{{reason=\"{reason}\"}}"),
+    )
+}
+
+/// A worker killed from outside is one restart for a crash in /metrics,
+/// counted once its replacement started.
+fn a_crashed_worker_is_counted_as_a_crash_restart(watch: &str) {
+    let _g = shared();
+    let root = docroot(0);
+    let sup = start(watch, root.path(), &["--admin", "127.0.0.1:0"], None);
+    let before = sup.metrics();
+    assert_eq!(restarts(&before, "crash"), Some(0.0), "{before}");
+    assert_eq!(restarts(&before, "beat_timeout"), Some(0.0), "{before}");
+    let old = sup.wait_workers(1)[0];
+    signal(old, Signal::SIGKILL);
+    let text = sup.wait_metrics(Duration::from_secs(5), |t| {
+        restarts(t, "crash") == Some(1.0)
+    });
+    assert_eq!(restarts(&text, "crash"), Some(1.0), "{text}");
+    assert_eq!(restarts(&text, "beat_timeout"), Some(0.0), "{text}");
+    let new = sup.wait_workers(1)[0];
+    assert_ne!(new, old);
+}
+
+/// A worker whose event loop wedges (the fault follows the slot into every
+/// replacement) is killed for missed beats: its restarts are beat
+/// timeouts, not crashes.
+fn a_hung_worker_is_counted_as_a_beat_timeout_restart(watch: &str) {
+    let _g = shared();
+    let root = docroot(0);
+    let sup = start(
+        watch,
+        root.path(),
+        &[
+            "--workers",
+            "2",
+            "--listener",
+            "shared",
+            "--beat-interval",
+            "0.2",
+            "--beat-timeout",
+            "0.2",
+            "--max-restarts",
+            "100",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+        Some("hang-after-ready=1"),
+    );
+    let text = sup.wait_metrics(Duration::from_secs(6), |t| {
+        restarts(t, "beat_timeout").is_some_and(|n| n >= 1.0)
+    });
+    assert!(
+        restarts(&text, "beat_timeout").is_some_and(|n| n >= 1.0),
+        "{text}\n{}",
+        sup.stderr()
+    );
+    assert_eq!(restarts(&text, "crash"), Some(0.0), "{text}");
+    assert!(sup.stderr().contains("missed two beats"));
+}
+
 // ---------------------------------------------------------------------------
 // Connection budget, systemd
 
@@ -1092,6 +1157,8 @@ watch_tests! {
     a_draining_worker_that_dies_is_not_replaced,
     a_crash_loop_stops_the_server,
     a_hung_worker_is_replaced_after_two_missed_beats,
+    a_crashed_worker_is_counted_as_a_crash_restart,
+    a_hung_worker_is_counted_as_a_beat_timeout_restart,
     the_global_budget_caps_connections_across_workers,
     systemd_is_told_ready_reloading_and_stopping,
     reloading_is_announced_with_its_monotonic_time,

@@ -31,6 +31,9 @@ pub(crate) struct Beat {
     /// The number sent and when, until answered.
     outstanding: Option<(u64, Instant)>,
     missed: u32,
+    /// The supervisor killed the worker for missing beats: its death is a
+    /// beat timeout, not a crash.
+    killed: bool,
 }
 
 /// What to do with one worker at a beat.
@@ -96,9 +99,18 @@ impl Beat {
         }
     }
 
-    /// After killing a wedged worker: start counting afresh.
-    pub(crate) fn reset(&mut self) {
-        *self = Beat::default();
+    /// After killing a wedged worker: start counting afresh, and remember
+    /// why it is about to die.
+    pub(crate) fn killed(&mut self) {
+        *self = Beat {
+            killed: true,
+            ..Beat::default()
+        };
+    }
+
+    /// Whether the supervisor killed the worker for missing beats.
+    pub(crate) fn was_killed(&self) -> bool {
+        self.killed
     }
 }
 
@@ -125,7 +137,7 @@ impl<H: Host> Machine<H> {
                 Verdict::Wedged { .. } if !slot.member.ends_by_report() => {
                     tracing::error!(worker = i, pid = ?slot.member.pid(), "missed two beats: killing");
                     slot.member.kill();
-                    beat.reset();
+                    beat.killed();
                 }
                 Verdict::Wedged { first: true } => {
                     tracing::error!(worker = i, "worker thread missed two beats; threads cannot be killed (use --isolation process)");

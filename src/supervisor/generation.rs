@@ -16,6 +16,7 @@ use super::beats::Beat;
 use super::journal::{Journal, Transition};
 use super::machine::Worker;
 use super::member::Death;
+use super::restart::Cause;
 use super::Error;
 use crate::config::Config;
 use crate::control::{Control, Driver};
@@ -80,8 +81,13 @@ pub(crate) enum SlotState {
     },
     /// Its end was seen (final report, or reaped).
     Exited { how: Death },
-    /// Died unasked while serving; a replacement starts at `restart_at`.
-    Crashed { how: Death, restart_at: Instant },
+    /// Died unasked while serving (for `cause`); a replacement starts at
+    /// `restart_at`.
+    Crashed {
+        how: Death,
+        cause: Cause,
+        restart_at: Instant,
+    },
 }
 
 impl SlotState {

@@ -6,7 +6,8 @@
 //! a worker as a thread or a process ([`Member`]), re-reading the
 //! configuration on SIGHUP and planning the next generation from it, the
 //! per-slot counters the admin endpoint serves (summed across generations,
-//! plus reaped processes), and telling `/readyz` and systemd the phase.
+//! plus reaped processes) and the restarts by cause, and telling `/readyz`
+//! and systemd the phase.
 //! Does not own any decision of the state machine.
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use super::generation::Rules;
 use super::machine::{Host, Notice, Plan, Worker};
 use super::member::{Member, Spawn};
 use super::reload::listeners_for;
+use super::restart::Cause;
 use super::{child::ChildWatcher, notify, Error, Event, Reloader, Remake};
 use crate::app::ServiceFactory;
 use crate::config::SiteTls;
@@ -24,7 +26,9 @@ use crate::config::{Config, Isolation};
 use crate::control::Control;
 use crate::net::ListenerPlan;
 use crate::sys::shm::SharedCounter;
-use crate::telemetry::{Phase as Readiness, PhaseCell, Snapshot, StatsTable, WorkerStats};
+use crate::telemetry::{
+    Phase as Readiness, PhaseCell, RestartStats, Snapshot, StatsTable, WorkerStats,
+};
 use crate::tls::identity::{self, GenerationTls, Identity};
 
 /// A generation's resources.
@@ -341,11 +345,21 @@ impl<F: ServiceFactory> Host for Live<F> {
         compress.cache_entries = 0;
         self.retired[slot].add(&Snapshot {
             connections_open: 0,
+            output_bytes: 0,
             rss_bytes: 0,
             compress,
             ..*last
         });
         true
+    }
+
+    fn restarted(&mut self, _slot: usize, cause: Cause) {
+        let stats = RestartStats::global();
+        let counter = match cause {
+            Cause::Crash => &stats.crash,
+            Cause::BeatTimeout => &stats.beat_timeout,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

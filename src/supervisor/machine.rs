@@ -28,7 +28,7 @@ use super::beats::{Beat, Beats};
 use super::generation::{Force, Generation, Quorum, Rules, SlotState, Stage};
 use super::journal::{Journal, Transition};
 use super::member::Death;
-use super::restart::Restarts;
+use super::restart::{Cause, Restarts};
 use super::{Error, Event, Phase, Signal};
 use crate::control::{Control, Driver, Report, State};
 use crate::telemetry::Snapshot;
@@ -93,6 +93,9 @@ pub(crate) trait Host {
     /// A worker of `slot` ended with these counters: keep them if the
     /// mode needs it; true if `slot`'s figures should be published again.
     fn retire(&mut self, slot: usize, last: &Snapshot) -> bool;
+    /// A replacement for `slot`'s worker, which died for `cause`, was
+    /// started: count it.
+    fn restarted(&mut self, slot: usize, cause: Cause);
 }
 
 pub(crate) type Gen<H> = Generation<<H as Host>::Member, <H as Host>::Plan>;
@@ -442,6 +445,10 @@ impl<H: Host> Machine<H> {
             return;
         };
         let asked = matches!(g.slots[i].state, SlotState::Draining { .. });
+        let cause = match g.slots[i].state {
+            SlotState::Ready { beat } if beat.was_killed() => Cause::BeatTimeout,
+            _ => Cause::Crash,
+        };
         let last = std::mem::take(&mut g.slots[i].snapshot);
         g.slots[i].member.finish();
         g.set(i, SlotState::Exited { how }, journal);
@@ -451,7 +458,7 @@ impl<H: Host> Machine<H> {
         if asked || !serving {
             return;
         }
-        self.crashed(i, how, now);
+        self.crashed(i, how, cause, now);
     }
 
     /// Sum what every live worker of `slot` reported.

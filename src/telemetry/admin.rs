@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 16] = [
+    let series: [Series; 18] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -217,6 +217,18 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             |s| WorkerStats::get(&s.h2_calmed),
         ),
         (
+            "servery_output_bytes",
+            "gauge",
+            "Prepared output held and not yet written (the --output-budget-bytes budget).",
+            |s| WorkerStats::get(&s.output_bytes),
+        ),
+        (
+            "servery_output_waits_total",
+            "counter",
+            "Times a connection waited for the worker's output budget.",
+            |s| WorkerStats::get(&s.output_waits),
+        ),
+        (
             "servery_access_log_lines_total",
             "counter",
             "Access-log lines written.",
@@ -275,8 +287,57 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
     }
     render_compress(&mut out, stats);
+    render_peer(&mut out, stats);
     render_acme(&mut out);
+    render_restarts(&mut out);
     out
+}
+
+/// Peer misbehaviour as a server total: this process's count (its worker
+/// threads', or in process isolation the supervisor's own ACME client's)
+/// plus what worker processes reported of theirs. A worker thread's
+/// [`WorkerStats::peer_misbehaviour`] stays 0, so nothing is counted twice.
+fn render_peer(out: &mut String, stats: &[Arc<WorkerStats>]) {
+    use std::fmt::Write as _;
+    let total = super::peer::count()
+        + stats
+            .iter()
+            .map(|s| WorkerStats::get(&s.peer_misbehaviour))
+            .sum::<u64>();
+    let name = "servery_peer_misbehaviour_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Protocol misbehaviour by peers that the HTTP/2 library reported \
+         (each a warning; at most {lines} a process are printed per {secs} s).\n\
+         # TYPE {name} counter\n{name} {total}",
+        lines = super::peer::LINES_PER_WINDOW,
+        secs = super::peer::WINDOW.as_secs(),
+    );
+}
+
+/// The supervisor's restarts by reason ([`super::RestartStats`]); both
+/// series are always there.
+fn render_restarts(out: &mut String) {
+    use std::fmt::Write as _;
+    use std::sync::atomic::Ordering;
+    let restarts = super::RestartStats::global();
+    let name = "servery_worker_restarts_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Replacement workers started for serving workers that died unasked, \
+         by reason: crash (exited or killed by a signal on its own), beat_timeout \
+         (killed by the supervisor after two missed beats).\n# TYPE {name} counter"
+    );
+    for (reason, n) in [
+        ("crash", &restarts.crash),
+        ("beat_timeout", &restarts.beat_timeout),
+    ] {
+        let _ = writeln!(
+            out,
+            "{name}{{reason=\"{reason}\"}} {}",
+            n.load(Ordering::Relaxed)
+        );
+    }
 }
 
 /// The supervisor's ACME counters ([`super::AcmeStats`]).
@@ -387,5 +448,38 @@ mod tests {
         assert!(text.contains("servery_requests_total{worker=\"1\"} 7\n"));
         assert!(text.contains("servery_responses_total{worker=\"1\",class=\"2xx\"} 0\n"));
         assert!(text.contains("servery_requests_total 7\n"));
+    }
+
+    #[test]
+    fn peer_misbehaviour_adds_worker_processes_to_this_process() {
+        let stats = vec![
+            Arc::new(WorkerStats::default()),
+            Arc::new(WorkerStats::default()),
+        ];
+        WorkerStats::add(&stats[0].peer_misbehaviour, 3);
+        WorkerStats::add(&stats[1].peer_misbehaviour, 4);
+        // This process's own count may grow meanwhile (another test).
+        let before = crate::telemetry::peer::count();
+        let text = render_metrics(&stats);
+        let after = crate::telemetry::peer::count();
+        let total: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("servery_peer_misbehaviour_total "))
+            .and_then(|v| v.parse().ok())
+            .expect("a total");
+        assert!((before + 7..=after + 7).contains(&total), "{text}");
+        assert!(text.contains("# TYPE servery_peer_misbehaviour_total counter\n"));
+    }
+
+    #[test]
+    fn restarts_have_both_reasons_with_help_and_type() {
+        let text = render_metrics(&[]);
+        let name = "servery_worker_restarts_total";
+        assert!(text.contains(&format!("# HELP {name} ")));
+        assert!(text.contains(&format!("# TYPE {name} counter\n")));
+        for reason in ["crash", "beat_timeout"] {
+            let series = format!("\n{name}{{reason=\"{reason}\"}} ");
+            assert!(text.contains(&series), "{reason}: {text}");
+        }
     }
 }

@@ -2,15 +2,18 @@
 //!
 //! Owns: [`WorkerStats`] (written by one worker, read by the admin thread),
 //! [`CompressStats`] (written by a process's compression cache, which all
-//! its workers share), the server's readiness [`Phase`] that `/readyz` reports, the admin HTTP
-//! endpoint (`admin`), and the tracing subscriber (`init_logging`). Does not
-//! own what is counted where: the worker loop increments.
+//! its workers share), the supervisor's [`AcmeStats`] and [`RestartStats`],
+//! the server's readiness [`Phase`] that `/readyz` reports, the admin HTTP
+//! endpoint (`admin`), and the tracing subscriber (`init_logging`), whose
+//! peer-misbehaviour count and output budget live in `peer`. Does not own
+//! what is counted where: the worker loop increments.
 //!
 //! Counters are relaxed atomics on a cache line per worker: the writer is one
 //! thread, readers only need eventually-consistent values, and padding keeps
 //! one worker's increments from bouncing another's line.
 
 pub mod admin;
+pub mod peer;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -44,11 +47,21 @@ pub struct WorkerStats {
     pub h2_resets: AtomicU64,
     /// HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).
     pub h2_calmed: AtomicU64,
+    /// Bytes of prepared output the worker holds now and has not written
+    /// (`worker::conn::budget`): HTTP/2 DATA handed to the framer, HTTP/1.1
+    /// streamed body chunks.
+    pub output_bytes: AtomicU64,
+    /// Times a connection waited for the worker's output budget.
+    pub output_waits: AtomicU64,
     /// Access-log lines written by the log's writer.
     pub access_log_lines: AtomicU64,
     /// Access-log lines dropped: the writer was behind past the backlog, a
     /// write failed, or the writer was stuck at exit.
     pub access_log_dropped: AtomicU64,
+    /// Peer-misbehaviour events of the worker's process ([`peer::count`]),
+    /// as its beats report them (`--isolation process` only: threads share
+    /// the process's count, which the admin endpoint reads directly).
+    pub peer_misbehaviour: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
@@ -111,6 +124,29 @@ impl AcmeStats {
         static GLOBAL: AcmeStats = AcmeStats {
             issued: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+        };
+        &GLOBAL
+    }
+}
+
+/// The supervisor's count of worker restarts (`supervisor::restart`
+/// writes it, the admin endpoint reads it): replacements started for
+/// serving workers that died unasked, by why they died.
+#[derive(Debug, Default)]
+pub struct RestartStats {
+    /// The worker exited, or was killed by a signal the supervisor did not
+    /// send.
+    pub crash: AtomicU64,
+    /// The supervisor killed the worker after it missed two beats.
+    pub beat_timeout: AtomicU64,
+}
+
+impl RestartStats {
+    /// This process's (the supervisor's; workers restart nothing).
+    pub fn global() -> &'static RestartStats {
+        static GLOBAL: RestartStats = RestartStats {
+            crash: AtomicU64::new(0),
+            beat_timeout: AtomicU64::new(0),
         };
         &GLOBAL
     }
@@ -211,8 +247,16 @@ pub struct Snapshot {
     pub h2_streams: u64,
     pub h2_resets: u64,
     pub h2_calmed: u64,
+    #[serde(default)]
+    pub output_bytes: u64,
+    #[serde(default)]
+    pub output_waits: u64,
     pub access_log_lines: u64,
     pub access_log_dropped: u64,
+    /// Peer-misbehaviour events of the worker's process (absent in beats
+    /// from a binary without the count).
+    #[serde(default)]
+    pub peer_misbehaviour: u64,
     /// Resident set of the worker's process, bytes.
     pub rss_bytes: u64,
     /// CPU time of the worker's thread, microseconds.
@@ -244,8 +288,11 @@ impl Snapshot {
             h2_streams: WorkerStats::get(&stats.h2_streams),
             h2_resets: WorkerStats::get(&stats.h2_resets),
             h2_calmed: WorkerStats::get(&stats.h2_calmed),
+            output_bytes: WorkerStats::get(&stats.output_bytes),
+            output_waits: WorkerStats::get(&stats.output_waits),
             access_log_lines: WorkerStats::get(&stats.access_log_lines),
             access_log_dropped: WorkerStats::get(&stats.access_log_dropped),
+            peer_misbehaviour: peer::count(),
             rss_bytes: process_rss_bytes(),
             cpu_micros: thread_cpu_micros(),
             compress: CompressStats::global().snapshot(),
@@ -269,8 +316,11 @@ impl Snapshot {
         self.h2_streams += other.h2_streams;
         self.h2_resets += other.h2_resets;
         self.h2_calmed += other.h2_calmed;
+        self.output_bytes += other.output_bytes;
+        self.output_waits += other.output_waits;
         self.access_log_lines += other.access_log_lines;
         self.access_log_dropped += other.access_log_dropped;
+        self.peer_misbehaviour += other.peer_misbehaviour;
         self.rss_bytes += other.rss_bytes;
         self.cpu_micros += other.cpu_micros;
         self.compress.add(&other.compress);
@@ -296,10 +346,15 @@ impl Snapshot {
         stats.h2_streams.store(self.h2_streams, Relaxed);
         stats.h2_resets.store(self.h2_resets, Relaxed);
         stats.h2_calmed.store(self.h2_calmed, Relaxed);
+        stats.output_bytes.store(self.output_bytes, Relaxed);
+        stats.output_waits.store(self.output_waits, Relaxed);
         stats.access_log_lines.store(self.access_log_lines, Relaxed);
         stats
             .access_log_dropped
             .store(self.access_log_dropped, Relaxed);
+        stats
+            .peer_misbehaviour
+            .store(self.peer_misbehaviour, Relaxed);
         stats.rss_bytes.store(self.rss_bytes, Relaxed);
         stats.cpu_micros.store(self.cpu_micros, Relaxed);
         stats.compress.store(&self.compress);
@@ -356,14 +411,35 @@ impl PhaseCell {
 }
 
 /// Install the tracing subscriber on stderr; `RUST_LOG` overrides `default`.
+/// Peer misbehaviour reported by the protocol crates is counted and
+/// printed within a budget (`peer`). Worker processes re-execute the binary
+/// and so get the same subscriber, with a count and a budget of their own.
 /// (rustls is built without its `logging` feature: it would log a WARN line
 /// per client for oddities such as an IP address sent as SNI.)
 pub fn init_logging(default: &str) {
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let _ = subscriber(filter, std::io::stderr).try_init();
+}
+
+/// The subscriber `init_logging` installs, writing to `writer`: `filter`
+/// and the [`peer::Budget`] decide what is printed; [`peer::Count`] counts
+/// peer misbehaviour whatever `filter` says.
+pub(crate) fn subscriber<W>(
+    filter: tracing_subscriber::EnvFilter,
+    writer: W,
+) -> impl tracing::Subscriber + Send + Sync + 'static
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    let output = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
         .with_target(false)
-        .try_init();
+        .with_filter(filter.and(peer::Budget));
+    tracing_subscriber::registry()
+        .with(output)
+        .with(peer::Count.with_filter(peer::counting()))
 }

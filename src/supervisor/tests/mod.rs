@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::generation::Rules;
 use super::journal::Journal;
 use super::machine::{Host, Machine, Notice, Plan, Worker};
+use super::restart::Cause;
 use super::{Death, Error, Event, Signal};
 use crate::control::{Control, Driver, Report, State};
 use crate::telemetry::Snapshot;
@@ -90,6 +91,8 @@ pub(super) struct Fake {
     /// (generation, slot) whose spawn fails.
     failing_spawn: Option<(u64, usize)>,
     pub(super) notices: Vec<Notice>,
+    /// Restarts counted, as `w{slot} {reason}`.
+    pub(super) restarts: Vec<String>,
 }
 
 impl Host for Fake {
@@ -119,6 +122,9 @@ impl Host for Fake {
     fn publish(&mut self, _: usize, _: &Snapshot) {}
     fn retire(&mut self, _: usize, _: &Snapshot) -> bool {
         false
+    }
+    fn restarted(&mut self, slot: usize, cause: Cause) {
+        self.restarts.push(format!("w{slot} {}", cause.label()));
     }
 }
 
@@ -157,6 +163,7 @@ impl Rig {
             reload: Some(r),
             failing_spawn,
             notices: Vec::new(),
+            restarts: Vec::new(),
         };
         let t0 = Instant::now();
         let m = Machine::start(host, FakePlan(r), t0, Journal::keeping());

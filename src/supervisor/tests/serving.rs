@@ -80,11 +80,52 @@ fn a_worker_process_that_misses_two_beats_is_killed_and_replaced() {
     assert_eq!(rig.calls(), strs(&["g1/w0 Beat(2)"]));
     rig.step(2 * s + 2 * MS, None);
     assert_eq!(rig.calls(), strs(&["g1/w0 kill"]));
-    // Its death is a crash like any other.
+    // Its death is a crash like any other, but counted as a beat timeout.
     rig.reap(2 * s + 3 * MS, 1, 0, Death::Signal(9));
     assert!(rig
         .transitions()
         .ends_with(&strs(&["g1/w0 Ready -> Exited", "g1/w0 Exited -> Crashed"])));
+    rig.step(2 * s + 53 * MS, None);
+    assert_eq!(rig.m.host.restarts, strs(&["w0 beat_timeout"]));
+}
+
+#[test]
+fn a_restart_is_counted_by_cause_when_its_replacement_starts() {
+    let mut rig = Rig::new(Kind::Process, rules(2));
+    rig.ready(Duration::ZERO, 1, 2);
+    let s = Duration::from_secs(1);
+    rig.reap(s, 1, 0, Death::Signal(9));
+    // Not before the backoff is over and the replacement spawned.
+    rig.step(s + 49 * MS, None);
+    assert!(rig.m.host.restarts.is_empty());
+    rig.step(s + 50 * MS, None);
+    assert_eq!(rig.m.host.restarts, strs(&["w0 crash"]));
+    // The replacement is ready; one that exits on its own is a crash too.
+    rig.report(2 * s, 1, 0, State::Prepared);
+    rig.report(2 * s, 1, 0, State::Running);
+    rig.reap(3 * s, 1, 0, Death::Code(1));
+    rig.step(4 * s, None);
+    assert_eq!(rig.m.host.restarts, strs(&["w0 crash", "w0 crash"]));
+    // A death while draining is no crash, and no restart.
+    rig.signal(5 * s, Signal::Terminate);
+    rig.reap(5 * s + MS, 1, 1, Death::Signal(9));
+    rig.step(6 * s, None);
+    assert_eq!(rig.m.host.restarts.len(), 2);
+}
+
+#[test]
+fn a_crash_loop_stops_the_server_without_counting_a_restart() {
+    let mut r = rules(1);
+    r.max_restarts = 0;
+    let mut rig = Rig::new(Kind::Process, r);
+    rig.ready(Duration::ZERO, 1, 1);
+    rig.reap(Duration::from_secs(1), 1, 0, Death::Signal(9));
+    rig.step(Duration::from_secs(2), None);
+    match rig.m.take_outcome() {
+        Some(Err(Error::CrashLoop { deaths: 1, .. })) => {}
+        other => panic!("expected a crash loop, got {other:?}"),
+    }
+    assert!(rig.m.host.restarts.is_empty());
 }
 
 #[test]
