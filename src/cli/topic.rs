@@ -289,6 +289,8 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("body_timeout", Topic::Limits),
     ("keepalive_timeout", Topic::Limits),
     ("send_timeout", Topic::Limits),
+    ("output_buffer_bytes", Topic::Limits),
+    ("worker_output_bytes", Topic::Limits),
     ("max_head_bytes", Topic::Limits),
     ("max_headers", Topic::Limits),
     ("max_body_bytes", Topic::Limits),

@@ -3,7 +3,7 @@
 //!
 //! Owns those defaults and their bounds (`--max-connections`,
 //! `--max-connections-total`, `--header-timeout`, `--keepalive-timeout`,
-//! `--send-timeout`, `--lingering-*`, `--max-head-bytes`, `--max-headers`,
+//! `--send-timeout`, `--output-buffer-bytes`, `--worker-output-bytes`, `--lingering-*`, `--max-head-bytes`, `--max-headers`,
 //! `--max-body-bytes`).
 //! Does not own enforcing them (`worker`, `http::parse`).
 
@@ -28,6 +28,19 @@ pub const DEFAULT_KEEPALIVE_TIMEOUT_S: f64 = 75.0;
 /// A client that takes no response bytes for this long is dropped (nginx
 /// `send_timeout` is 60 s).
 pub const DEFAULT_SEND_TIMEOUT_S: f64 = 60.0;
+/// Response bytes one connection may hold prepared and not yet written:
+/// HTTP/2 DATA handed to the framer (every stream's together: the file
+/// chunk read for a stream counts), an HTTP/1.1 streamed body's chunks.
+/// Four 64 KiB file chunks in flight keep a fast client's socket full (the
+/// kernel's send buffer holds the rest), while 100 streams of a client that
+/// never reads cost 256 KiB, not 100 × 64 KiB.
+pub const DEFAULT_OUTPUT_BUFFER_BYTES: usize = 256 * 1024;
+/// What all of a worker's connections may hold prepared and not yet written
+/// together. Past it a connection that already holds bytes waits for its
+/// own socket to drain before preparing more; one that holds none may still
+/// prepare one frame's worth, so a new client is served while slow ones
+/// wait. 128 connections at their full `--output-buffer-bytes`.
+pub const DEFAULT_WORKER_OUTPUT_BYTES: usize = 32 * 1024 * 1024;
 /// Longest lingering close in all (nginx `lingering_time` 30 s): time for a
 /// client still sending after an error to stop and read the answer.
 pub const DEFAULT_LINGERING_TIME_S: f64 = 30.0;
@@ -56,6 +69,25 @@ pub(crate) const HEAD_BYTES: RangeInclusive<usize> = 1024..=1024 * 1024;
 /// `--max-headers`: at least one (`Host`), at most what the parser's
 /// fixed header array holds.
 pub(crate) const HEADERS: RangeInclusive<usize> = 1..=crate::http::parse::MAX_HEADERS_CEILING;
+
+/// `--output-buffer-bytes`: room for one 16 KiB frame and its file chunk at
+/// least, at most 64 MiB per connection.
+pub(crate) const OUTPUT_BUFFER_BYTES: RangeInclusive<usize> = 32 * 1024..=64 * 1024 * 1024;
+/// `--worker-output-bytes`: 1 MiB to 64 GiB.
+pub(crate) const WORKER_OUTPUT_BYTES: RangeInclusive<usize> = 1024 * 1024..=64 * 1024 * 1024 * 1024;
+
+/// `--worker-output-bytes` below `--output-buffer-bytes` would let no
+/// connection use what its own budget allows.
+pub(super) fn output(c: &Checked) -> Result<(usize, usize), Error> {
+    if c.worker_output_bytes < c.output_buffer_bytes {
+        return Err(super::raw::field::worker_output_bytes.invalid(format!(
+            "{} is below --output-buffer-bytes ({}); a worker's budget must hold at least one \
+             connection's: raise it or lower --output-buffer-bytes",
+            c.worker_output_bytes, c.output_buffer_bytes
+        )));
+    }
+    Ok((c.output_buffer_bytes, c.worker_output_bytes))
+}
 
 /// `--lingering-bytes`: a lingering close must be able to discard something.
 pub(crate) fn lingering_bytes(field: Field, n: u64) -> Result<u64, Error> {

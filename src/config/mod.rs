@@ -145,6 +145,10 @@ pub struct Config {
     pub body_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
+    /// `--output-buffer-bytes`: prepared, unsent response bytes per connection.
+    pub output_buffer_bytes: usize,
+    /// `--worker-output-bytes`: the same for all of a worker's connections.
+    pub worker_output_bytes: usize,
     /// Lingering close bounds (see `worker::conn::linger`).
     pub lingering_time: Duration,
     pub lingering_timeout: Duration,
@@ -179,6 +183,7 @@ impl RawConfig {
         let force_timeout =
             supervision::force_timeout(c.force_timeout, drain_written, c.drain_timeout)?;
         let admin = listen::admin(&c, &binds)?;
+        let (output_buffer_bytes, worker_output_bytes) = limits::output(&c)?;
         let source = tls::source(&c)?;
         let files = FilesConfig::new(&c)?;
         let compress = || CompressConfig::settings(&c);
@@ -226,6 +231,8 @@ impl RawConfig {
             body_timeout: c.body_timeout,
             keepalive_timeout: c.keepalive_timeout,
             send_timeout: c.send_timeout,
+            output_buffer_bytes,
+            worker_output_bytes,
             lingering_time: c.lingering_time,
             lingering_timeout: c.lingering_timeout,
             lingering_bytes: c.lingering_bytes,

@@ -42,7 +42,8 @@ use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
     DEFAULT_LINGERING_BYTES, DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES,
-    DEFAULT_SEND_TIMEOUT_S, HEADERS, HEAD_BYTES,
+    DEFAULT_OUTPUT_BUFFER_BYTES, DEFAULT_SEND_TIMEOUT_S, DEFAULT_WORKER_OUTPUT_BYTES, HEADERS,
+    HEAD_BYTES, OUTPUT_BUFFER_BYTES, WORKER_OUTPUT_BYTES,
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
 use super::setting::{as_is, as_usize, optional, or, positive, seconds, settings, within, DAY};
@@ -127,6 +128,16 @@ settings! {
         #[arg(long, value_name = "SECONDS")]
         send_timeout: Option<f64> => Duration = or(DEFAULT_SEND_TIMEOUT_S, seconds(DAY)),
             shown |c| c.send_timeout;
+        /// Response bytes one connection may hold prepared and unsent (all its HTTP/2 streams).
+        #[arg(long, value_name = "BYTES")]
+        output_buffer_bytes: Option<u64> => usize =
+            or(DEFAULT_OUTPUT_BUFFER_BYTES as u64, within(OUTPUT_BUFFER_BYTES)),
+            shown |c| c.output_buffer_bytes;
+        /// Response bytes all of a worker's connections may hold prepared and unsent.
+        #[arg(long, value_name = "BYTES")]
+        worker_output_bytes: Option<u64> => usize =
+            or(DEFAULT_WORKER_OUTPUT_BYTES as u64, within(WORKER_OUTPUT_BYTES)),
+            shown |c| c.worker_output_bytes;
         /// Seconds a lingering close may discard input in all.
         #[arg(long, value_name = "SECONDS")]
         lingering_time: Option<f64> => Duration = or(DEFAULT_LINGERING_TIME_S, seconds(DAY)),

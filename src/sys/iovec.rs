@@ -9,6 +9,9 @@
 //! write to write (`clear` keeps both arrays' capacity), so the hot path
 //! allocates nothing, and it advances itself over a partial write. The trait
 //! is `unsafe` (the runtime trusts the pointers), hence this file is in `sys/`.
+//!
+//! The other way, [`read_at_into`] reads a file range into several buffers
+//! with one `preadv(2)` (HTTP/2 reads a chunk as one buffer per DATA frame).
 
 use bytes::Bytes;
 use monoio::buf::IoVecBuf;
@@ -114,6 +117,28 @@ unsafe impl IoVecBuf for IoSlices {
 
     fn read_iovec_len(&self) -> usize {
         self.iovecs.len() - self.first
+    }
+}
+
+/// Read `file` at `offset` into `bufs`, in order, with one `preadv(2)`:
+/// the bytes read (short only at the end of the file).
+pub fn read_at_into(
+    file: &std::fs::File,
+    offset: u64,
+    bufs: &mut [Vec<u8>],
+) -> std::io::Result<usize> {
+    let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
+        .iter_mut()
+        .map(|b| std::io::IoSliceMut::new(b))
+        .collect();
+    let offset = libc::off_t::try_from(offset)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    loop {
+        match nix::sys::uio::preadv(file, &mut slices, offset) {
+            Ok(n) => return Ok(n),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

@@ -15,9 +15,11 @@
 //! - `spawn`: a worker process's new session and control fd 3.
 //! - `shm`: the shared connection-budget counter (memfd + mmap).
 //! - `iovec`: vectored writes straight from `Bytes` (cached bodies, heads).
+//! - `heap`: malloc's free bytes, and giving free pages back (malloc_trim).
 
 pub mod affinity;
 pub mod fdpass;
+pub mod heap;
 pub mod iovec;
 pub mod openat2;
 pub mod pidfd;

@@ -23,6 +23,7 @@
 
 mod conn;
 pub mod fault;
+mod heap;
 pub mod process;
 mod registry;
 
@@ -55,6 +56,10 @@ pub struct Settings {
     pub keepalive_timeout: Duration,
     /// Longest wait for a client to take more response bytes.
     pub send_timeout: Duration,
+    /// Prepared, unsent response bytes one connection may hold.
+    pub output_buffer_bytes: usize,
+    /// The same for all of the worker's connections together.
+    pub worker_output_bytes: usize,
     pub max_connections: usize,
     /// `--max-connections-total`: the global cap the shared budget enforces.
     pub max_connections_total: Option<u64>,
@@ -95,6 +100,8 @@ impl Settings {
             body_timeout: config.body_timeout,
             keepalive_timeout: config.keepalive_timeout,
             send_timeout: config.send_timeout,
+            output_buffer_bytes: config.output_buffer_bytes,
+            worker_output_bytes: config.worker_output_bytes,
             max_connections: config.max_connections.get(),
             max_connections_total: config.max_connections_total,
             tls_handshake_timeout: config.tls_handshake_timeout(),
@@ -302,6 +309,9 @@ pub(crate) struct Ctx<H> {
     pub connections: Cell<u64>,
     /// How names find sites (the SNI's site of a TLS connection).
     pub sites: Arc<crate::sites::router::Router>,
+    /// Response bytes all connections hold prepared and unsent
+    /// (`--worker-output-bytes`).
+    pub output: Rc<conn::WorkerBudget>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.
@@ -362,6 +372,10 @@ async fn lifecycle<F: ServiceFactory>(
             .map(|setup| crate::access_log::Log::new(setup, init.stats.clone())),
         connections: Cell::new(0),
         sites: init.sites.clone(),
+        output: Rc::new(conn::WorkerBudget::new(
+            init.settings.worker_output_bytes,
+            init.stats.clone(),
+        )),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));
@@ -379,6 +393,7 @@ async fn lifecycle<F: ServiceFactory>(
         ));
     }
     monoio::spawn(sweep_keepalive(ctx.clone()));
+    monoio::spawn(heap::give_back());
     if ctx.log.is_some() {
         monoio::spawn(flush_log(ctx.clone()));
     }

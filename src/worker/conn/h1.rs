@@ -86,7 +86,7 @@ pub(crate) async fn serve<H: Service, S: Transport>(
         ctx: &ctx,
         stream,
         input: Input::default(),
-        output: Output::default(),
+        output: Output::new(ctx.output.clone()),
         served_any: false,
         head_started: Instant::now(),
         grace: Canceller::new(),

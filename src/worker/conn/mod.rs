@@ -33,6 +33,7 @@
 //!
 //! [`h1`'s `Conn`]: h1
 
+mod budget;
 mod dispatch;
 mod exchange;
 mod h1;
@@ -45,6 +46,7 @@ mod output;
 mod pool;
 mod transport;
 
+pub(crate) use budget::WorkerBudget;
 pub(crate) use h1::serve;
 
 use crate::telemetry::WorkerStats;

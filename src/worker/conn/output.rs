@@ -18,7 +18,9 @@
 //!    read through a bounded chunk.
 //!
 //! Bounds: the caller stops taking pipelined requests once [`Output::full`]
-//! says the queue holds [`OUTPUT_BUDGET_BYTES`] or [`MAX_QUEUED`] responses,
+//! says the queue holds [`OUTPUT_BUDGET_BYTES`] or [`MAX_QUEUED`] responses
+//! (or anything, while the worker is past its output budget, in which the
+//! queued in-memory bytes count until written),
 //! and flushes before reading again, so what one connection holds is the
 //! budget, whatever the client pipelines. A queued head keeps its arena chunk
 //! ([`HEAD_ARENA_BYTES`]) alive until written, so a stalled connection pins
@@ -29,12 +31,14 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use monoio::io::{AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
+use super::budget::WorkerBudget;
 use super::transport::Transport;
 use crate::http::response::write_head;
 use crate::http::{Body, FileRange, Part, Persistence, Response};
@@ -64,6 +68,12 @@ const FILE_CHUNK_BYTES: usize = 64 * 1024;
 /// small enough that one connection cannot monopolise the worker.
 const SENDFILE_CHUNK_BYTES: usize = 1024 * 1024;
 
+impl Drop for Output {
+    fn drop(&mut self) {
+        self.worker.give(self.counted);
+    }
+}
+
 /// One queued piece of output.
 #[derive(Debug)]
 enum Chunk {
@@ -74,8 +84,13 @@ enum Chunk {
 }
 
 /// A connection's unsent responses, in order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Output {
+    /// The worker's output budget: queued in-memory bytes count in it
+    /// until their write completes.
+    worker: Rc<WorkerBudget>,
+    /// What this queue counts in `worker` now.
+    counted: usize,
     queue: Vec<Chunk>,
     /// The vectored-write description, kept between writes (`None` after a
     /// write that timed out took it, or while idle).
@@ -92,6 +107,19 @@ pub(crate) struct Output {
 }
 
 impl Output {
+    pub(crate) fn new(worker: Rc<WorkerBudget>) -> Output {
+        Output {
+            worker,
+            counted: 0,
+            queue: Vec::new(),
+            slices: None,
+            mem_bytes: 0,
+            responses: 0,
+            pushed: 0,
+            written: 0,
+        }
+    }
+
     /// Queue `resp`: its head (with `Date` and `Connection`, formatted in
     /// the worker's head arena `heads`), then its body unless `include_body`
     /// is false (HEAD). Returns [`Output::pushed`] after the head.
@@ -160,6 +188,8 @@ impl Output {
             return;
         }
         self.mem_bytes += b.len();
+        self.counted += b.len();
+        self.worker.take(b.len());
         self.pushed += b.len() as u64;
         self.queue.push(Chunk::Mem(b));
     }
@@ -171,9 +201,12 @@ impl Output {
 
     /// Whether the queue is at its budget: take no more requests until it
     /// is flushed. A queued file range counts as full: it is written before
-    /// the next request is parsed, as it may take long.
+    /// the next request is parsed, as it may take long. So does any queued
+    /// byte while the worker is past `--worker-output-bytes`: the
+    /// connection waits for its socket before preparing more.
     pub(crate) fn full(&self) -> bool {
         self.mem_bytes >= OUTPUT_BUDGET_BYTES
+            || (self.mem_bytes > 0 && self.worker.over())
             || self.responses >= MAX_QUEUED
             || self.queue.iter().any(|c| matches!(c, Chunk::File(_)))
     }
@@ -208,6 +241,7 @@ impl Output {
         let result = write_queue(stream, &mut self.queue, &mut slot, send_timeout, &mut done).await;
         self.written += done;
         self.queue.clear();
+        self.worker.give(std::mem::take(&mut self.counted));
         self.slices = slot.0;
         if corked {
             // Uncorking pushes out the last partial segment.
@@ -409,8 +443,42 @@ mod tests {
 
     const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
+    fn output() -> Output {
+        let stats = std::sync::Arc::new(crate::telemetry::WorkerStats::default());
+        Output::new(Rc::new(WorkerBudget::new(1 << 20, stats)))
+    }
+
     fn cached(len: usize) -> Response {
         Response::new(Status::OK, Body::Bytes(Bytes::from(vec![b'x'; len])))
+    }
+
+    #[test]
+    fn queued_bytes_count_in_the_worker_budget_and_past_it_the_queue_is_full() {
+        let stats = std::sync::Arc::new(crate::telemetry::WorkerStats::default());
+        let worker = Rc::new(WorkerBudget::new(1 << 20, stats));
+        let mut out = Output::new(worker.clone());
+        out.push(
+            &mut BytesMut::new(),
+            &cached(1000),
+            DATE,
+            Persistence::KeepAlive,
+            true,
+        );
+        assert!(worker.held() > 1000, "{}", worker.held());
+        assert!(!out.full());
+        // Another connection takes the worker past its budget: this one
+        // stops taking requests until its queue is written.
+        worker.take(1 << 20);
+        assert!(out.full());
+        worker.give(1 << 20);
+        assert!(!out.full());
+        let held = worker.held();
+        drop(out);
+        assert_eq!(
+            worker.held(),
+            0,
+            "the queue's {held} bytes went back with it"
+        );
     }
 
     #[test]
@@ -419,7 +487,7 @@ mod tests {
         let Body::Bytes(body) = &resp.body else {
             unreachable!()
         };
-        let mut out = Output::default();
+        let mut out = output();
         out.push(
             &mut BytesMut::new(),
             &resp,
@@ -435,7 +503,7 @@ mod tests {
 
     #[test]
     fn head_requests_queue_only_the_head() {
-        let mut out = Output::default();
+        let mut out = output();
         out.push(
             &mut BytesMut::new(),
             &cached(10),
@@ -448,7 +516,7 @@ mod tests {
 
     #[test]
     fn the_budget_stops_a_pipelined_batch() {
-        let mut out = Output::default();
+        let mut out = output();
         let mut n = 0;
         while !out.full() {
             out.push(
@@ -461,7 +529,7 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, OUTPUT_BUDGET_BYTES / (16 * 1024));
-        let mut small = Output::default();
+        let mut small = output();
         while !small.full() {
             small.push(
                 &mut BytesMut::new(),
@@ -477,7 +545,7 @@ mod tests {
     #[test]
     fn heads_of_a_batch_share_one_arena_chunk() {
         let mut arena = BytesMut::new();
-        let mut out = Output::default();
+        let mut out = output();
         out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
         out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
         let (Chunk::Mem(a), Chunk::Mem(b)) = (&out.queue[0], &out.queue[2]) else {

@@ -8,7 +8,8 @@
 //! - [`Prefixed`]: the bytes the HTTP/1.1 loop had already read when it saw
 //!   the h2c preface, handed to `h2` before the socket's next bytes;
 //! - [`Deferred`]: every write of one pass of the connection task gathered
-//!   and sent in one system call when the pass ends;
+//!   and sent in one system call when the pass ends, each DATA payload
+//!   credited to its stream's count as the socket takes it (`outbox`);
 //! - [`Tls`]: rustls over the poll-style socket, for a connection whose
 //!   handshake (done by `transport`) chose `h2` by ALPN. monoio-rustls's
 //!   stream is completion-style (owned buffers) and cannot serve `h2`.
@@ -21,6 +22,8 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::outbox::{FrameScan, Outbox};
 
 /// `prefix`, then whatever `io` reads.
 pub(crate) struct Prefixed<T> {
@@ -105,6 +108,10 @@ struct Gather<T> {
     buf: Vec<u8>,
     /// `buf[sent..]` is still to write.
     sent: usize,
+    /// Where the written bytes are in `h2`'s frames: each DATA payload the
+    /// socket takes is credited to its stream in `outbox`.
+    scan: FrameScan,
+    outbox: Rc<Outbox>,
 }
 
 /// The most a [`Deferred`] gathers before a write must wait.
@@ -112,12 +119,15 @@ const GATHER_BYTES: usize = 64 * 1024;
 /// What it keeps allocated between passes.
 const GATHER_KEEP_BYTES: usize = 16 * 1024;
 
-/// `io` with its writes deferred to the returned [`Flusher`].
-pub(crate) fn deferred<T>(io: T) -> (Deferred<T>, Flusher<T>) {
+/// `io` with its writes deferred to the returned [`Flusher`]; what leaves
+/// is credited to `outbox`.
+pub(super) fn deferred<T>(io: T, outbox: Rc<Outbox>) -> (Deferred<T>, Flusher<T>) {
     let shared = Rc::new(RefCell::new(Gather {
         io,
         buf: Vec::new(),
         sent: 0,
+        scan: FrameScan::default(),
+        outbox,
     }));
     (
         Deferred {
@@ -136,6 +146,11 @@ impl<T: AsyncWrite + Unpin> Gather<T> {
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
+            let outbox = &self.outbox;
+            outbox.moved();
+            (self.scan).scan(&self.buf[self.sent..self.sent + n], |id, k| {
+                outbox.written(id, k)
+            });
             self.sent += n;
         }
         self.sent = 0;

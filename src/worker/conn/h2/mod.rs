@@ -33,6 +33,8 @@
 
 mod heads;
 mod io;
+mod outbox;
+mod send;
 mod stream;
 
 use std::future::{poll_fn, Future};
@@ -47,6 +49,7 @@ use monoio::io::poll_io::{AsyncRead, AsyncWrite};
 
 use super::super::registry::Registration;
 use super::super::Ctx;
+use super::budget::ConnBudget;
 use crate::app::{Connection, Service};
 use crate::telemetry::WorkerStats;
 
@@ -79,6 +82,8 @@ enum Event {
     Idle,
     /// Past the time a GOAWAY'd connection has to finish.
     Late,
+    /// Bytes held unsent with no progress for the send timeout.
+    Stalled,
     /// `h2` is done: closed cleanly or by an error.
     Closed(Option<h2::Error>),
     /// The socket failed under our writes.
@@ -106,11 +111,13 @@ pub(crate) async fn serve<H, T>(
         .max_concurrent_streams(limits.max_concurrent_streams as u32)
         .max_header_list_size(limits.max_header_list_bytes as u32)
         .header_table_size(limits.header_table_bytes as u32)
-        .max_send_buffer_size(stream::SEND_BUFFER_BYTES)
+        .max_send_buffer_size(send::SEND_BUFFER_BYTES)
         .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
         .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS))
         .data_frame_budget(SMALL_FRAME_BUDGET);
-    let (io, flusher) = io::deferred(io);
+    let budget = ConnBudget::new(settings.output_buffer_bytes, ctx.output.clone());
+    let outbox = Rc::new(outbox::Outbox::new(budget));
+    let (io, flusher) = io::deferred(io, outbox.clone());
     let handshake = builder.handshake::<io::Deferred<T>, Bytes>(io);
     let handshake = async {
         let mut handshake = pin!(handshake);
@@ -135,12 +142,13 @@ pub(crate) async fn serve<H, T>(
         }
     };
 
-    let shared = stream::Shared::default();
+    let shared = stream::Shared::new(outbox.clone());
     let mut streams = FuturesUnordered::new();
     // Until its first stream a connection has the header timeout, as an
     // HTTP/1.1 one has for its first request; then the keep-alive timeout.
     let mut idle = pin!(monoio::time::sleep(settings.header_timeout));
     let mut late = pin!(monoio::time::sleep(settings.send_timeout));
+    let mut stall = pin!(monoio::time::sleep(settings.send_timeout));
     let mut going_away = false;
     let mut idle_reset = false;
     let mut busy = false;
@@ -184,6 +192,22 @@ pub(crate) async fn serve<H, T>(
             // What this pass wrote leaves now, in one write.
             if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
                 return Poll::Ready(Event::Broken(e));
+            }
+            // Streams reset after their answers ended give back their bytes.
+            outbox.poll_parked(cx);
+            // Bytes held that have not moved for the send timeout: the
+            // client stopped reading (`--send-timeout`, as HTTP/1.1).
+            // The timer is moved only when it fires early: progress is
+            // made far more often than it fires.
+            if let Some(since) = outbox.holding_since() {
+                if stall.as_mut().poll(cx).is_ready() {
+                    let deadline = monoio::time::Instant::from_std(since + settings.send_timeout);
+                    if monoio::time::Instant::now() >= deadline {
+                        return Poll::Ready(Event::Stalled);
+                    }
+                    stall.as_mut().reset(deadline);
+                    let _ = stall.as_mut().poll(cx);
+                }
             }
             // The keep-alive wait starts when the last open stream ends (or
             // anew with each stream taken), not when a long one began.
@@ -236,6 +260,10 @@ pub(crate) async fn serve<H, T>(
             }
             Event::Late => {
                 tracing::debug!("HTTP/2 connection did not finish after GOAWAY; closed");
+                break;
+            }
+            Event::Stalled => {
+                tracing::debug!("HTTP/2 client took no bytes for the send timeout; closed");
                 break;
             }
             Event::Closed(e) => {

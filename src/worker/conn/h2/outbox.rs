@@ -1,0 +1,301 @@
+//! What one HTTP/2 connection's streams have handed to `h2` and not yet
+//! written: every DATA byte is counted from before it is read or handed over
+//! until it reaches the socket, against the connection's and the worker's
+//! output budgets (`conn::budget`).
+//!
+//! Owns the per-stream counts, the frame scan that sees DATA leave, the
+//! handles of streams whose answers ended with bytes still unsent, and the
+//! time of the connection's last progress. Does not own flow control (the
+//! `h2` crate) nor when a stalled connection closes (`h2::serve`).
+//!
+//! Why a scan: `h2` buffers each stream's data until the peer's window and
+//! the socket take it, and tells nobody when it leaves. The bytes it writes
+//! are frames (RFC 9113 §4.1), so [`FrameScan`] reads the 9-byte frame
+//! headers of what the socket took and credits each DATA payload to its
+//! stream. A stream reset after its answer ended has its buffered data
+//! dropped by `h2`; its handle, parked here, says so (`poll_reset`) and its
+//! count is given back.
+//!
+//! Flow:
+//! 1. A stream takes a grant ([`Outbox::poll_take`]) before it reads a file
+//!    chunk or hands bytes over; what it does not use it gives back
+//!    ([`Outbox::unused`]).
+//! 2. The connection's writer calls [`Outbox::written`] with each DATA
+//!    payload the socket took: the stream's count and the budgets go down.
+//! 3. When a stream's answer ends with bytes unsent, its handle is parked
+//!    ([`Outbox::park`]) until they leave or the stream is reset
+//!    ([`Outbox::poll_parked`]).
+//! 4. When the connection ends, what it held goes back with its budget.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::SendStream;
+
+use super::super::budget::{ConnBudget, Ticket};
+
+/// One stream's bytes: granted, handed or not, and not yet written.
+struct Entry {
+    unsent: usize,
+    /// The stream's handle once its answer has ended.
+    parked: Option<SendStream<Bytes>>,
+}
+
+/// A connection's unsent DATA, by stream.
+pub(super) struct Outbox {
+    budget: ConnBudget,
+    /// Only streams with bytes unsent have an entry (at most the concurrent
+    /// streams: `h2` counts a stream open while it has data queued).
+    streams: RefCell<HashMap<u32, Entry>>,
+    /// Entries with a parked handle.
+    parked: Cell<usize>,
+    /// When bytes last reached the socket, or when the connection began to
+    /// hold some.
+    progress: Cell<Instant>,
+}
+
+impl Outbox {
+    pub(super) fn new(budget: ConnBudget) -> Outbox {
+        Outbox {
+            budget,
+            streams: RefCell::new(HashMap::new()),
+            parked: Cell::new(0),
+            progress: Cell::new(Instant::now()),
+        }
+    }
+
+    /// Take up to `want` bytes for stream `id` (see `ConnBudget::poll_take`).
+    pub(super) fn poll_take(
+        &self,
+        cx: &Context<'_>,
+        ticket: &mut Ticket,
+        id: u32,
+        want: usize,
+    ) -> Poll<usize> {
+        let idle = self.budget.held() == 0;
+        let n = std::task::ready!(self.budget.poll_take(cx, ticket, want));
+        if n > 0 {
+            if idle {
+                // The stall clock starts with the first byte held.
+                self.progress.set(Instant::now());
+            }
+            let mut streams = self.streams.borrow_mut();
+            let e = streams.entry(id).or_insert(Entry {
+                unsent: 0,
+                parked: None,
+            });
+            e.unsent += n;
+        }
+        Poll::Ready(n)
+    }
+
+    /// Leave the queue without a grant (the stream gave up).
+    pub(super) fn leave(&self, ticket: &mut Ticket) {
+        self.budget.leave(ticket);
+    }
+
+    /// `n` granted bytes of stream `id` were not used.
+    pub(super) fn unused(&self, id: u32, n: usize) {
+        self.credit(id, n);
+    }
+
+    /// The socket took `n` DATA payload bytes of stream `id`.
+    pub(super) fn written(&self, id: u32, n: usize) {
+        self.progress.set(Instant::now());
+        self.credit(id, n);
+    }
+
+    /// The socket took bytes (any frame): the connection made progress.
+    pub(super) fn moved(&self) {
+        self.progress.set(Instant::now());
+    }
+
+    fn credit(&self, id: u32, n: usize) {
+        let mut streams = self.streams.borrow_mut();
+        let Some(e) = streams.get_mut(&id) else {
+            // A stream already forgotten (reset) still had a frame in the
+            // writer's buffer.
+            return;
+        };
+        let n = n.min(e.unsent);
+        e.unsent -= n;
+        self.budget.give(n);
+        if e.unsent == 0 {
+            if e.parked.is_some() {
+                self.parked.set(self.parked.get() - 1);
+            }
+            streams.remove(&id);
+        }
+    }
+
+    /// Stream `id`'s answer has ended: keep its handle while bytes of it
+    /// are unsent, to learn of a reset that drops them.
+    pub(super) fn park(&self, id: u32, out: SendStream<Bytes>) {
+        let mut streams = self.streams.borrow_mut();
+        if let Some(e) = streams.get_mut(&id) {
+            if e.parked.is_none() {
+                self.parked.set(self.parked.get() + 1);
+            }
+            e.parked = Some(out);
+        }
+    }
+
+    /// Stream `id` was reset: `h2` dropped what it held of it.
+    pub(super) fn forget(&self, id: u32) {
+        let removed = self.streams.borrow_mut().remove(&id);
+        if let Some(e) = removed {
+            if e.parked.is_some() {
+                self.parked.set(self.parked.get() - 1);
+            }
+            self.budget.give(e.unsent);
+        }
+    }
+
+    /// Give back the counts of parked streams the peer has reset (`cx` is
+    /// woken by a later reset).
+    pub(super) fn poll_parked(&self, cx: &mut Context<'_>) {
+        if self.parked.get() == 0 {
+            return;
+        }
+        let mut reset = Vec::new();
+        for (&id, e) in self.streams.borrow_mut().iter_mut() {
+            if let Some(out) = e.parked.as_mut() {
+                if out.poll_reset(cx).is_ready() {
+                    reset.push(id);
+                }
+            }
+        }
+        for id in reset {
+            self.forget(id);
+        }
+    }
+
+    /// When the connection has held unsent bytes without progress since:
+    /// `None` while it holds none.
+    pub(super) fn holding_since(&self) -> Option<Instant> {
+        (self.budget.held() > 0).then(|| self.progress.get())
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.budget.held()
+    }
+}
+
+/// Where the writer is in the frames `h2` wrote (RFC 9113 §4.1: a 24-bit
+/// length, a type, flags, a 31-bit stream id, then the payload).
+#[derive(Debug, Default)]
+pub(super) struct FrameScan {
+    head: [u8; 9],
+    /// Bytes of `head` read; 9 while in a payload.
+    have: usize,
+    /// Payload bytes left of the current frame.
+    left: usize,
+    /// The stream of the current frame when it is DATA.
+    data: Option<u32>,
+}
+
+/// Frame type DATA (RFC 9113 §6.1).
+const DATA: u8 = 0x0;
+
+impl FrameScan {
+    /// Read `bytes` (the next ones written); `paid(stream, n)` for each run
+    /// of DATA payload.
+    pub(super) fn scan(&mut self, mut bytes: &[u8], mut paid: impl FnMut(u32, usize)) {
+        while !bytes.is_empty() {
+            if self.have < 9 {
+                let n = (9 - self.have).min(bytes.len());
+                self.head[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+                self.have += n;
+                bytes = &bytes[n..];
+                if self.have == 9 {
+                    let h = &self.head;
+                    self.left =
+                        usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                    let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                    self.data = (h[3] == DATA).then_some(id);
+                    if self.left == 0 {
+                        self.have = 0;
+                    }
+                }
+                continue;
+            }
+            let n = self.left.min(bytes.len());
+            if let Some(id) = self.data {
+                paid(id, n);
+            }
+            self.left -= n;
+            bytes = &bytes[n..];
+            if self.left == 0 {
+                self.have = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::budget::WorkerBudget;
+    use super::*;
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::task::Waker;
+
+    fn frame(kind: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, 0];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn the_scan_credits_data_payloads_to_their_streams_however_the_bytes_are_cut() {
+        let mut wire = frame(0x1, 1, &[0; 30]); // HEADERS
+        wire.extend(frame(DATA, 1, &[7; 100]));
+        wire.extend(frame(0x4, 0, &[])); // SETTINGS, empty
+        wire.extend(frame(DATA, 3, &[7; 5]));
+        wire.extend(frame(DATA, 1, &[])); // END_STREAM, no payload
+        for cut in [1, 2, 5, 9, 10, 64, wire.len()] {
+            let mut scan = FrameScan::default();
+            let mut paid = HashMap::new();
+            for piece in wire.chunks(cut) {
+                scan.scan(piece, |id, n| *paid.entry(id).or_insert(0) += n);
+            }
+            assert_eq!(paid.get(&1), Some(&100), "cut {cut}");
+            assert_eq!(paid.get(&3), Some(&5), "cut {cut}");
+            assert_eq!(paid.len(), 2, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn written_and_unused_bytes_go_back_and_a_forgotten_stream_gives_back_the_rest() {
+        let worker = Rc::new(WorkerBudget::new(1 << 20, Arc::new(Default::default())));
+        let outbox = Outbox::new(ConnBudget::new(256 * 1024, worker.clone()));
+        let cx = Context::from_waker(Waker::noop());
+        let mut t = Ticket::default();
+        assert_eq!(
+            outbox.poll_take(&cx, &mut t, 1, 64 * 1024),
+            Poll::Ready(64 * 1024)
+        );
+        assert_eq!(
+            outbox.poll_take(&cx, &mut t, 3, 64 * 1024),
+            Poll::Ready(64 * 1024)
+        );
+        outbox.unused(1, 4 * 1024);
+        outbox.written(1, 60 * 1024);
+        assert_eq!(outbox.held(), 64 * 1024);
+        assert!(outbox.holding_since().is_some());
+        // A frame of a stream nobody counts any more changes nothing.
+        outbox.written(9, 1000);
+        outbox.forget(3);
+        assert_eq!(outbox.held(), 0);
+        assert_eq!(worker.held(), 0);
+        assert!(outbox.holding_since().is_none());
+        assert!(outbox.streams.borrow().is_empty());
+    }
+}

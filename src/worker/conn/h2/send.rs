@@ -1,0 +1,572 @@
+//! A stream's response on the wire: its head finished for HTTP/2, its body
+//! handed to `h2` within the peer's flow-control window and the
+//! connection's output budget (`outbox`).
+//!
+//! Flow:
+//! 1. The head is finished (`:status`, the service's fields less the
+//!    connection-specific ones RFC 9113 §8.2.2 forbids, `content-length`
+//!    when known, `server`, `date`); HEAD, 204 and 304 end the stream there.
+//! 2. Every body byte is granted by the outbox before it is read or handed
+//!    over, and counted until the socket takes it: a connection holds at
+//!    most `--output-buffer-bytes` however many streams it has, and the
+//!    worker at most `--worker-output-bytes` (plus a slice per connection).
+//! 3. Small bodies (up to [`EAGER_BYTES`]) go to `h2` at once, with the
+//!    head in the same write. Larger ones wait for credit first: a piece
+//!    never waits in our buffers for more credit than the stream has; file
+//!    ranges are read from the page cache one grant at a time, at most
+//!    [`FILE_CHUNK_BYTES`]. A peer that gives no credit for
+//!    `--send-timeout` has the stream reset.
+//! 4. A stream whose answer ends with bytes still unsent leaves its handle
+//!    with the outbox, which gives its count back when they leave or when
+//!    the peer resets it.
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{Reason, SendStream};
+use http::header::{self, HeaderValue};
+
+use super::super::super::Ctx;
+use super::super::budget::{Ticket, SLICE_BYTES};
+use super::outbox::Outbox;
+use super::stream::{refusal_of, Gone, Tally};
+use crate::app::response::Kind;
+use crate::app::{Body, BodyError};
+use crate::http::Part;
+use crate::sys::iovec::read_at_into;
+use crate::telemetry::WorkerStats;
+
+/// What `h2` may buffer per stream beyond what the window lets out (the
+/// outbox bounds all streams of a connection together).
+pub(super) const SEND_BUFFER_BYTES: usize = 64 * 1024;
+/// Bodies (and stream frames) up to this size are handed to `h2` without
+/// waiting for credit: `h2` holds them until the window opens. Within the
+/// send buffer, and one budget slice (`budget::SLICE_BYTES`), so a grant
+/// for one is all or nothing.
+pub(super) const EAGER_BYTES: usize = 16 * 1024;
+/// Largest read of a file range for one DATA run.
+const FILE_CHUNK_BYTES: usize = 64 * 1024;
+/// The buffers a file chunk is read into: one DATA frame each at the
+/// default SETTINGS_MAX_FRAME_SIZE (RFC 9113 §6.5.2).
+const FRAME_BYTES: usize = 16 * 1024;
+
+/// Count `n` body bytes sent, when a log is kept.
+fn count(tally: Option<&Tally>, n: usize) {
+    if let Some(t) = tally {
+        t.bytes.set(t.bytes.get() + n as u64);
+    }
+}
+
+/// A stream's sending half with its place in the connection's outbox.
+struct Out<'a> {
+    /// Taken only by `Drop` (parked with the outbox).
+    stream: Option<SendStream<Bytes>>,
+    outbox: &'a Outbox,
+    id: u32,
+    ticket: Ticket,
+    timeout: Duration,
+    /// Granted before the head went out (`turn`) and not used yet.
+    banked: usize,
+}
+
+impl<'a> Out<'a> {
+    fn new(
+        stream: SendStream<Bytes>,
+        outbox: &'a Outbox,
+        timeout: Duration,
+        banked: usize,
+    ) -> Out<'a> {
+        Out {
+            id: stream.stream_id().as_u32(),
+            stream: Some(stream),
+            outbox,
+            ticket: Ticket::default(),
+            timeout,
+            banked,
+        }
+    }
+
+    fn stream(&mut self) -> Result<&mut SendStream<Bytes>, Gone> {
+        self.stream.as_mut().ok_or(Gone::Reset)
+    }
+
+    /// The stream is gone: `h2` dropped what it held of it.
+    fn gone(&mut self, why: Gone) -> Gone {
+        self.outbox.forget(self.id);
+        why
+    }
+
+    /// Reset the stream with `reason`.
+    fn cut(&mut self, reason: Reason) -> Gone {
+        if let Some(s) = self.stream.as_mut() {
+            s.send_reset(reason);
+        }
+        self.gone(Gone::Cut)
+    }
+
+    /// A grant of up to `want` bytes (all of a `want` up to a slice), in
+    /// turn with the connection's other streams.
+    async fn grant(&mut self, want: usize) -> Result<usize, Gone> {
+        if self.banked > 0 {
+            let n = self.banked.min(want);
+            self.banked -= n;
+            return Ok(n);
+        }
+        let (outbox, id) = (self.outbox, self.id);
+        let Out { stream, ticket, .. } = self;
+        let Some(stream) = stream.as_mut() else {
+            return Err(Gone::Reset);
+        };
+        let got = poll_fn(|cx| {
+            if stream.poll_reset(cx).is_ready() {
+                outbox.leave(ticket);
+                return Poll::Ready(None);
+            }
+            outbox.poll_take(cx, ticket, id, want).map(Some)
+        })
+        .await;
+        match got {
+            Some(n) => Ok(n),
+            None => Err(self.gone(Gone::Reset)),
+        }
+    }
+
+    /// Hand `data` (granted) to `h2`; `end` ends the stream with it.
+    fn hand(&mut self, data: Bytes, end: bool, tally: Option<&Tally>) -> Result<(), Gone> {
+        let n = data.len();
+        match self.stream()?.send_data(data, end) {
+            Ok(()) => {
+                count(tally, n);
+                Ok(())
+            }
+            Err(_) => Err(self.gone(Gone::Reset)),
+        }
+    }
+
+    /// End the stream with an empty DATA frame.
+    fn end(&mut self) -> Result<(), Gone> {
+        match self.stream()?.send_data(Bytes::new(), true) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.gone(Gone::Reset)),
+        }
+    }
+
+    /// Wait for `want` bytes of credit (at least one), for at most the send
+    /// timeout. The timer is made only when the credit is not there at once,
+    /// and boxed: a monoio `Sleep` is 640 bytes, which every stream's future
+    /// would carry otherwise.
+    async fn credit(&mut self, want: usize) -> Result<usize, Gone> {
+        let timeout = self.timeout;
+        let got = {
+            let out = self.stream()?;
+            out.reserve_capacity(want);
+            // Credit assigned before and not used yet (a grant smaller than
+            // it) is there already: `poll_capacity` only reports increases.
+            let ready = out.capacity();
+            if ready > 0 {
+                return Ok(ready);
+            }
+            let mut deadline: Option<Pin<Box<monoio::time::Sleep>>> = None;
+            poll_fn(|cx| loop {
+                match out.poll_capacity(cx) {
+                    Poll::Ready(Some(Ok(0))) => continue,
+                    Poll::Ready(Some(Ok(n))) => return Poll::Ready(Some(Some(n))),
+                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                        return Poll::Ready(Some(None))
+                    }
+                    Poll::Pending => {
+                        let sleep =
+                            deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(timeout)));
+                        return match sleep.as_mut().poll(cx) {
+                            Poll::Ready(()) => Poll::Ready(None),
+                            Poll::Pending => Poll::Pending,
+                        };
+                    }
+                }
+            })
+            .await
+        };
+        match got {
+            Some(Some(n)) => Ok(n),
+            Some(None) => Err(self.gone(Gone::Reset)),
+            None => {
+                tracing::debug!("no HTTP/2 flow-control credit for the send timeout; stream reset");
+                Err(self.cut(Reason::CANCEL))
+            }
+        }
+    }
+
+    /// Send `data` as the window and the budget allow; `end` ends the stream
+    /// with its last bytes.
+    async fn put(&mut self, mut data: Bytes, end: bool, tally: Option<&Tally>) -> Result<(), Gone> {
+        if data.is_empty() {
+            return if end { self.end() } else { Ok(()) };
+        }
+        if data.len() <= EAGER_BYTES {
+            // Small enough to hand to `h2` whole: it goes out as the window
+            // allows, with the head in the same write, without a round of
+            // credit first.
+            self.grant(data.len()).await?;
+            return self.hand(data, end, tally);
+        }
+        while !data.is_empty() {
+            let room = self.credit(data.len().min(FILE_CHUNK_BYTES)).await?;
+            let n = self.grant(room.min(data.len())).await?;
+            let chunk = data.split_to(n);
+            self.hand(chunk, end && data.is_empty(), tally)?;
+        }
+        Ok(())
+    }
+
+    /// Send the static files' pieces: in-memory parts as they are, file
+    /// ranges read one grant (at most [`FILE_CHUNK_BYTES`]) at a time.
+    async fn pieces(&mut self, pieces: Vec<Part>, tally: Option<&Tally>) -> Result<(), Gone> {
+        let n = pieces.len();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let last = i + 1 == n;
+            match piece {
+                Part::Bytes(b) => {
+                    if b.is_empty() && !last {
+                        continue;
+                    }
+                    self.put(b, last, tally).await?;
+                }
+                Part::File(range) => {
+                    let (mut offset, mut left) = (range.offset, range.len);
+                    while left > 0 {
+                        let want = (left as usize).min(FILE_CHUNK_BYTES);
+                        let room = self.credit(want).await?.min(want);
+                        let granted = self.grant(room).await?;
+                        // One buffer per DATA frame, read by one system
+                        // call: each is freed as its frame leaves, so what
+                        // is allocated follows what the budget counts.
+                        let mut bufs: [Vec<u8>; FILE_CHUNK_BYTES / FRAME_BYTES] =
+                            Default::default();
+                        let used = granted.div_ceil(FRAME_BYTES);
+                        for (i, b) in bufs[..used].iter_mut().enumerate() {
+                            *b = vec![0u8; FRAME_BYTES.min(granted - i * FRAME_BYTES)];
+                        }
+                        let got = match read_at_into(&range.file, offset, &mut bufs[..used]) {
+                            Ok(0) | Err(_) => {
+                                tracing::warn!(
+                                    "file ended or failed before its range; stream reset"
+                                );
+                                return Err(self.cut(Reason::INTERNAL_ERROR));
+                            }
+                            Ok(got) => got,
+                        };
+                        self.outbox.unused(self.id, granted - got);
+                        offset += got as u64;
+                        left -= got as u64;
+                        let mut rest = got;
+                        for mut buf in bufs.into_iter().take(used) {
+                            buf.truncate(rest);
+                            rest -= buf.len();
+                            if buf.is_empty() {
+                                break;
+                            }
+                            let end = last && left == 0 && rest == 0;
+                            self.hand(Bytes::from(buf), end, tally)?;
+                        }
+                    }
+                    if last && range.len == 0 {
+                        self.end()?;
+                    }
+                }
+            }
+        }
+        if n == 0 {
+            self.end()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Out<'_> {
+    fn drop(&mut self) {
+        self.outbox.leave(&mut self.ticket);
+        self.outbox
+            .unused(self.id, std::mem::take(&mut self.banked));
+        if let Some(stream) = self.stream.take() {
+            self.outbox.park(self.id, stream);
+        }
+    }
+}
+
+/// Send `resp` on the stream. `failed` is the request body's state while it
+/// may still be read: a body that breaks the rules mid-response resets the
+/// stream (its head is gone; the status cannot change).
+///
+/// `banked` is the stream's first grant when the caller waited for it
+/// ([`turn`]); else `send` waits for it here.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn send<H>(
+    ctx: &Ctx<H>,
+    outbox: &Outbox,
+    respond: &mut SendResponse<Bytes>,
+    resp: http::Response<Body>,
+    head_only: bool,
+    failed: Option<&Cell<Option<BodyError>>>,
+    tally: Option<&Tally>,
+    banked: Option<usize>,
+) -> Result<(), Gone> {
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.retain_connection_safe();
+    let status = parts.status;
+    let no_content = status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED;
+    let len = body.len();
+    // The HTTP/1.1 rules (`exchange`): HEAD and 304 send no body, and a
+    // length the service set itself describes the GET's (RFC 9110 §8.6) and
+    // is kept; else their length is the body's, unless that is empty (which
+    // says nothing of the GET's). 1xx and 204 have none.
+    let bodiless = head_only || status == http::StatusCode::NOT_MODIFIED;
+    let declared = parts.headers.contains_key(header::CONTENT_LENGTH);
+    let informational = status.is_informational() || status == http::StatusCode::NO_CONTENT;
+    if informational {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    } else if !(bodiless && declared) {
+        match len {
+            Some(0) if bodiless => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+            Some(n) => {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            }
+            None => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+        }
+    }
+    if !parts.headers.contains_key(header::SERVER) {
+        parts
+            .headers
+            .insert(header::SERVER, HeaderValue::from_static("servery"));
+    }
+    if let Ok(date) = HeaderValue::from_bytes(ctx.date.borrow_mut().now()) {
+        parts.headers.insert(header::DATE, date);
+    }
+    WorkerStats::add(
+        &ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)],
+        1,
+    );
+    let bodiless = head_only || no_content || len == Some(0);
+    if let Some(t) = tally {
+        t.status.set(status.as_u16());
+    }
+    // A stream with a body waits for its first grant before its head goes
+    // out: while the connection's budget is taken (a client that does not
+    // read), later streams wait here, small, in turn.
+    let id = respond.stream_id().as_u32();
+    let banked = match banked {
+        Some(n) => n,
+        None => {
+            let want = first_want(status.as_u16(), head_only, len);
+            turn(outbox, respond, want).await?
+        }
+    };
+    let head = http::Response::from_parts(parts, ());
+    let Ok(out) = respond.send_response(head, bodiless) else {
+        outbox.forget(id);
+        return Err(Gone::Reset);
+    };
+    if bodiless {
+        return Ok(());
+    }
+    let mut out = Out::new(out, outbox, ctx.settings.send_timeout, banked);
+    match body.kind {
+        Kind::Empty => out.end(),
+        Kind::Bytes(b) if b.len() <= out.banked => {
+            out.banked -= b.len();
+            out.hand(b, true, tally)
+        }
+        // Boxed: a small answer's future (the one every stream carries,
+        // waiting streams included) stays small. The static files' pieces
+        // alone: theirs is the one every large download keeps.
+        Kind::Pieces(pieces) => Box::pin(send_pieces(out, pieces, tally)).await,
+        kind => Box::pin(send_body(out, kind, failed, tally)).await,
+    }
+}
+
+/// The first grant a response needs: none without a body, else its first
+/// slice (all of a body up to a slice, which then goes out with its head).
+pub(super) fn first_want(status: u16, head_only: bool, len: Option<u64>) -> usize {
+    let bodiless = head_only || (100..200).contains(&status) || status == 204 || status == 304;
+    match len {
+        _ if bodiless => 0,
+        None => SLICE_BYTES,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX).min(SLICE_BYTES),
+    }
+}
+
+/// Wait for the stream's first grant of `want` bytes (all of them: at most a
+/// slice), in turn with the connection's other streams; 0 at once for 0.
+pub(super) async fn turn(
+    outbox: &Outbox,
+    respond: &mut SendResponse<Bytes>,
+    want: usize,
+) -> Result<usize, Gone> {
+    if want == 0 {
+        return Ok(0);
+    }
+    let id = respond.stream_id().as_u32();
+    /// Leaves the queue if the wait is dropped.
+    struct Place<'a>(&'a Outbox, Ticket);
+    impl Drop for Place<'_> {
+        fn drop(&mut self) {
+            self.0.leave(&mut self.1);
+        }
+    }
+    let mut place = Place(outbox, Ticket::default());
+    let got = poll_fn(|cx| {
+        if respond.poll_reset(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        outbox.poll_take(cx, &mut place.1, id, want).map(Some)
+    })
+    .await;
+    got.ok_or(Gone::Reset)
+}
+
+/// Send the static files' pieces.
+async fn send_pieces(
+    mut out: Out<'_>,
+    pieces: Vec<Part>,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    out.pieces(pieces, tally).await
+}
+
+/// Send a body that may wait for credit or for its frames.
+async fn send_body(
+    mut out: Out<'_>,
+    kind: Kind,
+    failed: Option<&Cell<Option<BodyError>>>,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    let mut held = None;
+    match kind {
+        Kind::Empty => out.end(),
+        Kind::Bytes(b) => out.put(b, true, tally).await,
+        Kind::Pieces(pieces) => out.pieces(pieces, tally).await,
+        Kind::Stream(mut stream) => loop {
+            let frame = next_frames(&mut stream, &mut held).await;
+            if let Some(e) = failed.and_then(Cell::get).and_then(refusal_of) {
+                tracing::debug!(refusal = %e, "request body refused mid-response; stream reset");
+                break Err(out.cut(Reason::CANCEL));
+            }
+            match frame {
+                None => break out.end(),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => out.put(data, false, tally).await?,
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            let sent = out.stream()?.send_trailers(trailers);
+                            break sent.map_err(|_| out.gone(Gone::Reset));
+                        }
+                    }
+                },
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "response stream failed; stream reset");
+                    break Err(out.cut(Reason::INTERNAL_ERROR));
+                }
+            }
+        },
+    }
+}
+
+/// A streamed body, boxed.
+type Stream = std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = crate::app::BoxError>>>;
+/// One of its frames, as polled.
+type Polled = Option<Result<http_body::Frame<Bytes>, crate::app::BoxError>>;
+
+/// The next frame of a streamed body, data frames ready at once joined (up
+/// to [`EAGER_BYTES`]) into one: a service writing many small chunks must
+/// not cost the client a DATA frame each (h2 clients, the `h2` crate's among
+/// them, close connections that send floods of tiny frames). A frame that
+/// is not data, found while joining, waits in `held` for the next call.
+async fn next_frames(stream: &mut Stream, held: &mut Option<Polled>) -> Polled {
+    if let Some(frame) = held.take() {
+        return frame;
+    }
+    let data = match poll_fn(|cx| stream.as_mut().poll_frame(cx)).await {
+        Some(Ok(frame)) => match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => return Some(Ok(frame)),
+        },
+        other => return other,
+    };
+    if data.len() >= EAGER_BYTES {
+        return Some(Ok(http_body::Frame::data(data)));
+    }
+    let mut joined: Option<bytes::BytesMut> = None;
+    let mut first = Some(data);
+    poll_fn(|cx| {
+        loop {
+            let len = joined.as_ref().map_or(0, |j| j.len()) + first.as_ref().map_or(0, Bytes::len);
+            if len >= EAGER_BYTES || stream.is_end_stream() {
+                break;
+            }
+            match stream.as_mut().poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(more) => {
+                        let j = joined.get_or_insert_with(|| {
+                            let mut j = bytes::BytesMut::with_capacity(EAGER_BYTES);
+                            j.extend_from_slice(&first.take().unwrap_or_default());
+                            j
+                        });
+                        j.extend_from_slice(&more);
+                    }
+                    Err(frame) => {
+                        *held = Some(Some(Ok(frame)));
+                        break;
+                    }
+                },
+                Poll::Ready(other) => {
+                    *held = Some(other);
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let data = match joined {
+        Some(j) => j.freeze(),
+        None => first.unwrap_or_default(),
+    };
+    Some(Ok(http_body::Frame::data(data)))
+}
+
+/// Header-map helpers for HTTP/2 responses.
+trait ConnectionSafe {
+    /// Drop the fields RFC 9113 §8.2.2 forbids in HTTP/2.
+    fn retain_connection_safe(&mut self);
+}
+
+impl ConnectionSafe for http::HeaderMap {
+    fn retain_connection_safe(&mut self) {
+        // RFC 9113 §8.2.2; TE only as "trailers", which a response has no
+        // use for. `date` is replaced by the connection's, not removed.
+        for name in [
+            header::CONNECTION,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+            header::TE,
+        ] {
+            self.remove(name);
+        }
+        for name in ["keep-alive", "proxy-connection"] {
+            self.remove(name);
+        }
+    }
+}
