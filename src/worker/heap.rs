@@ -24,7 +24,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Free heap growth that makes a trim worth its walk: far above the churn
 /// of steady serving (a few connections' buffers), far below a burst that
 /// RSS would show.
-const TRIM_AFTER_BYTES: usize = 16 * 1024 * 1024;
+const TRIM_AFTER_BYTES: usize = 8 * 1024 * 1024;
 
 /// The process's last look: when, and the free bytes to grow past.
 static LOOK: Mutex<Option<(Instant, usize)>> = Mutex::new(None);
