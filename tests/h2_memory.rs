@@ -126,6 +126,29 @@ fn mib(bytes: u64) -> f64 {
 
 /// One case: `connections` hostile clients, over TLS or not.
 fn never_reading_clients_are_bounded(driver: &str, isolation: &str, tls: bool, connections: usize) {
+    let seen = hostile_clients(driver, isolation, tls, connections, &[]);
+    assert!(
+        seen.held > 0.0,
+        "servery_output_bytes while held: {}",
+        seen.held
+    );
+}
+
+/// What `/metrics` said while the hostile clients were held.
+struct Seen {
+    held: f64,
+    waits: f64,
+}
+
+/// Start a server (with `args`), hold `connections` hostile clients against
+/// it, and check the module doc's bounds; what the budget gauges said.
+fn hostile_clients(
+    driver: &str,
+    isolation: &str,
+    tls: bool,
+    connections: usize,
+    args: &[&str],
+) -> Seen {
     let root = tempfile::tempdir().expect("tempdir");
     let big: Vec<u8> = (0..FILE_BYTES).map(|i| (i % 251) as u8).collect();
     std::fs::write(root.path().join("8m.bin"), &big).expect("write 8m.bin");
@@ -135,7 +158,8 @@ fn never_reading_clients_are_bounded(driver: &str, isolation: &str, tls: bool, c
         .driver(driver)
         .isolation(isolation)
         .admin()
-        .args(&["--workers", "1"]);
+        .args(&["--workers", "1"])
+        .args(args);
     if tls {
         builder = builder.tls_self_signed();
     }
@@ -229,16 +253,44 @@ fn never_reading_clients_are_bounded(driver: &str, isolation: &str, tls: bool, c
         mib(last.saturating_sub(before)),
         mib(AFTER_GROWTH)
     );
-    // The budget was in use while they were held, and all of it came back.
-    assert!(
-        held_metric > 0.0,
-        "servery_output_bytes while held: {held_metric}"
-    );
+    // All of the budget came back.
     assert_eq!(
         common::metric(&after_metrics, "servery_output_bytes"),
         Some(0.0),
         "servery_output_bytes after they left"
     );
+    Seen {
+        held: held_metric,
+        waits,
+    }
+}
+
+/// `--worker-output-bytes 2 MiB` against 100 connections that could hold
+/// 25 MiB: the worker holds its budget plus at most a slice per connection
+/// (a connection that held nothing when the worker was past its budget),
+/// the connections past it wait, and a fresh client is still served whole.
+fn the_worker_budget_bounds_all_connections(driver: &str) {
+    const BUDGET: f64 = 2.0 * MIB as f64;
+    const SLICE: f64 = 16.0 * 1024.0;
+    const GRANT: f64 = 64.0 * 1024.0;
+    let seen = hostile_clients(
+        driver,
+        "thread",
+        false,
+        100,
+        &["--worker-output-bytes", "2097152"],
+    );
+    assert!(
+        seen.held >= BUDGET,
+        "servery_output_bytes {} below the budget",
+        seen.held
+    );
+    assert!(
+        seen.held <= BUDGET + GRANT + 100.0 * SLICE,
+        "servery_output_bytes {} past the budget, a grant and a slice per connection",
+        seen.held
+    );
+    assert!(seen.waits > 0.0, "no connection waited: {}", seen.waits);
 }
 
 fn plain_threads(driver: &str) {
@@ -258,6 +310,7 @@ fn tls_processes(driver: &str) {
 }
 
 driver_tests! {
+    the_worker_budget_bounds_all_connections,
     plain_threads,
     plain_processes,
     tls_threads,

@@ -393,7 +393,7 @@ async fn lifecycle<F: ServiceFactory>(
         ));
     }
     monoio::spawn(sweep_keepalive(ctx.clone()));
-    monoio::spawn(heap::give_back());
+    heap::start();
     if ctx.log.is_some() {
         monoio::spawn(flush_log(ctx.clone()));
     }

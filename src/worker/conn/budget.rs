@@ -78,6 +78,8 @@ impl WorkerBudget {
     }
 
     /// Count `n` more bytes held (allowed or not: the callers decided).
+    /// The gauge is added to, not stored: a draining worker and its
+    /// replacement may share their slot's counters.
     pub(crate) fn take(&self, n: usize) {
         self.held.set(self.held.get() + n);
         WorkerStats::add(&self.stats.output_bytes, n as u64);
@@ -123,6 +125,7 @@ impl ConnBudget {
     }
 
     /// Bytes this connection holds.
+    #[cfg(test)]
     pub(crate) fn held(&self) -> usize {
         self.held.get()
     }

@@ -29,6 +29,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -40,20 +41,54 @@ use super::super::budget::{ConnBudget, Ticket};
 /// One stream's bytes: granted, handed or not, and not yet written.
 struct Entry {
     unsent: usize,
+    /// Of `unsent`, the bytes handed to `h2` (the rest is granted and not
+    /// handed yet: a file chunk being read, credit being waited for).
+    handed: usize,
     /// The stream's handle once its answer has ended.
     parked: Option<SendStream<Bytes>>,
 }
+
+/// Hashes a stream id with one multiplication and a shift: the ids are the client's
+/// own odd numbers, a table holds a connection's streams only, and every
+/// DATA frame written looks one up (SipHash costs more than the rest of
+/// the lookup).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        // The product's high bits folded down: the table indexes with the
+        // low bits and tags with the top ones.
+        let x = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = x ^ (x >> 29);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Streams by id.
+type ById<T> = HashMap<u32, T, BuildHasherDefault<IdHasher>>;
 
 /// A connection's unsent DATA, by stream.
 pub(super) struct Outbox {
     budget: ConnBudget,
     /// Only streams with bytes unsent have an entry (at most the concurrent
     /// streams: `h2` counts a stream open while it has data queued).
-    streams: RefCell<HashMap<u32, Entry>>,
+    streams: RefCell<ById<Entry>>,
     /// Entries with a parked handle.
     parked: Cell<usize>,
+    /// Bytes handed to `h2` and not yet written, all streams together.
+    handed: Cell<usize>,
     /// When bytes last reached the socket, or when the connection began to
-    /// hold some.
+    /// hold handed bytes.
     progress: Cell<Instant>,
 }
 
@@ -61,8 +96,9 @@ impl Outbox {
     pub(super) fn new(budget: ConnBudget) -> Outbox {
         Outbox {
             budget,
-            streams: RefCell::new(HashMap::new()),
+            streams: RefCell::new(ById::default()),
             parked: Cell::new(0),
+            handed: Cell::new(0),
             progress: Cell::new(Instant::now()),
         }
     }
@@ -75,21 +111,30 @@ impl Outbox {
         id: u32,
         want: usize,
     ) -> Poll<usize> {
-        let idle = self.budget.held() == 0;
         let n = std::task::ready!(self.budget.poll_take(cx, ticket, want));
         if n > 0 {
-            if idle {
-                // The stall clock starts with the first byte held.
-                self.progress.set(Instant::now());
-            }
             let mut streams = self.streams.borrow_mut();
             let e = streams.entry(id).or_insert(Entry {
                 unsent: 0,
+                handed: 0,
                 parked: None,
             });
             e.unsent += n;
         }
         Poll::Ready(n)
+    }
+
+    /// `n` granted bytes of stream `id` were handed to `h2`.
+    pub(super) fn handed(&self, id: u32, n: usize) {
+        if let Some(e) = self.streams.borrow_mut().get_mut(&id) {
+            let n = n.min(e.unsent - e.handed);
+            e.handed += n;
+            if self.handed.get() == 0 && n > 0 {
+                // The stall clock starts with the first byte handed.
+                self.progress.set(Instant::now());
+            }
+            self.handed.set(self.handed.get() + n);
+        }
     }
 
     /// Leave the queue without a grant (the stream gave up).
@@ -99,13 +144,13 @@ impl Outbox {
 
     /// `n` granted bytes of stream `id` were not used.
     pub(super) fn unused(&self, id: u32, n: usize) {
-        self.credit(id, n);
+        self.credit(id, n, false);
     }
 
     /// The socket took `n` DATA payload bytes of stream `id`.
     pub(super) fn written(&self, id: u32, n: usize) {
         self.progress.set(Instant::now());
-        self.credit(id, n);
+        self.credit(id, n, true);
     }
 
     /// The socket took bytes (any frame): the connection made progress.
@@ -113,14 +158,23 @@ impl Outbox {
         self.progress.set(Instant::now());
     }
 
-    fn credit(&self, id: u32, n: usize) {
+    /// `n` bytes of stream `id` are gone: written (from what was handed), or
+    /// not used (from what was not).
+    fn credit(&self, id: u32, n: usize, written: bool) {
         let mut streams = self.streams.borrow_mut();
         let Some(e) = streams.get_mut(&id) else {
             // A stream already forgotten (reset) still had a frame in the
             // writer's buffer.
             return;
         };
-        let n = n.min(e.unsent);
+        let n = if written {
+            let n = n.min(e.handed);
+            e.handed -= n;
+            self.handed.set(self.handed.get() - n);
+            n
+        } else {
+            n.min(e.unsent - e.handed)
+        };
         e.unsent -= n;
         self.budget.give(n);
         if e.unsent == 0 {
@@ -150,6 +204,7 @@ impl Outbox {
             if e.parked.is_some() {
                 self.parked.set(self.parked.get() - 1);
             }
+            self.handed.set(self.handed.get() - e.handed);
             self.budget.give(e.unsent);
         }
     }
@@ -173,10 +228,11 @@ impl Outbox {
         }
     }
 
-    /// When the connection has held unsent bytes without progress since:
-    /// `None` while it holds none.
+    /// When the connection has held bytes handed to `h2` without progress
+    /// since: `None` while it holds none. (Bytes granted and not handed wait
+    /// for the peer's window, which each stream's credit wait bounds.)
     pub(super) fn holding_since(&self) -> Option<Instant> {
-        (self.budget.held() > 0).then(|| self.progress.get())
+        (self.handed.get() > 0).then(|| self.progress.get())
     }
 
     /// Bytes held now.
@@ -286,6 +342,11 @@ mod tests {
             outbox.poll_take(&cx, &mut t, 3, 64 * 1024),
             Poll::Ready(64 * 1024)
         );
+        // Granted, not handed: waiting for the peer's window is no stall.
+        assert!(outbox.holding_since().is_none());
+        outbox.handed(1, 60 * 1024);
+        outbox.handed(3, 64 * 1024);
+        assert!(outbox.holding_since().is_some());
         outbox.unused(1, 4 * 1024);
         outbox.written(1, 60 * 1024);
         assert_eq!(outbox.held(), 64 * 1024);

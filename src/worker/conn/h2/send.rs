@@ -141,6 +141,7 @@ impl<'a> Out<'a> {
         let n = data.len();
         match self.stream()?.send_data(data, end) {
             Ok(()) => {
+                self.outbox.handed(self.id, n);
                 count(tally, n);
                 Ok(())
             }
