@@ -574,3 +574,29 @@ fn completions_name_the_flags() {
     let out = servery(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+#[test]
+fn output_budgets_have_defaults_bounds_and_a_rule_between_them() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = dir_arg(root.path());
+    let c = effective(&[&dir]);
+    assert_eq!(c["output_buffer_bytes"].as_integer(), Some(256 * 1024));
+    assert_eq!(c["worker_output_bytes"].as_integer(), Some(32 * 1024 * 1024));
+    let err = refused(&[&dir, "--output-buffer-bytes", "100"]);
+    assert!(
+        err.contains("--output-buffer-bytes: 100 is outside 32768..=67108864"),
+        "{err}"
+    );
+    let err = refused(&[
+        &dir,
+        "--output-buffer-bytes",
+        "2097152",
+        "--worker-output-bytes",
+        "1048576",
+    ]);
+    assert!(
+        err.contains("--worker-output-bytes: 1048576 is below --output-buffer-bytes (2097152)")
+            && err.contains("raise it or lower --output-buffer-bytes"),
+        "{err}"
+    );
+}

@@ -120,31 +120,87 @@ unsafe impl IoVecBuf for IoSlices {
     }
 }
 
-/// Read `file` at `offset` into `bufs`, in order, with one `preadv(2)`:
-/// the bytes read (short only at the end of the file).
+/// Most buffers [`read_at_into`] fills with one `preadv(2)`.
+pub const READ_BUFS: usize = 4;
+
+/// Read `file` at `offset` into the spare capacity of `bufs`, in order, with
+/// one `preadv(2)` (at most [`READ_BUFS`] buffers): each buffer's length
+/// grows by what was read into it, and nothing is zeroed first (the file's
+/// bytes are the only ones written). The bytes read: fewer than the room
+/// only at the end of the file.
 pub fn read_at_into(
     file: &std::fs::File,
     offset: u64,
     bufs: &mut [Vec<u8>],
 ) -> std::io::Result<usize> {
-    let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
-        .iter_mut()
-        .map(|b| std::io::IoSliceMut::new(b))
-        .collect();
+    use std::os::fd::AsRawFd;
+    if bufs.len() > READ_BUFS {
+        return Err(std::io::ErrorKind::InvalidInput.into());
+    }
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    loop {
-        match nix::sys::uio::preadv(file, &mut slices, offset) {
-            Ok(n) => return Ok(n),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; READ_BUFS];
+    for (v, b) in iov.iter_mut().zip(bufs.iter_mut()) {
+        let spare = b.spare_capacity_mut();
+        v.iov_base = spare.as_mut_ptr().cast();
+        v.iov_len = spare.len();
     }
+    let n = loop {
+        // SAFETY: each of the first `bufs.len()` iovecs describes the spare
+        // capacity of one of `bufs`, allocated and exclusively borrowed for
+        // the call; preadv only writes into them, and `fd` is open (`file`
+        // is borrowed).
+        let n = unsafe {
+            libc::preadv(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                bufs.len() as libc::c_int,
+                offset,
+            )
+        };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut left = n;
+    for (v, b) in iov.iter().zip(bufs.iter_mut()) {
+        let k = left.min(v.iov_len);
+        // SAFETY: preadv(2) fills the iovecs in order, so the first `k`
+        // bytes of this buffer's spare capacity were written by the read
+        // (`k` is within its capacity: at most its iov_len).
+        unsafe { b.set_len(b.len() + k) };
+        left -= k;
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_range_is_read_into_the_buffers_in_order() {
+        use std::io::Write;
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..100u8).collect();
+        f.write_all(&data).unwrap();
+        let mut bufs = [Vec::with_capacity(30), Vec::with_capacity(30), Vec::with_capacity(30)];
+        // From 20: 80 bytes are there, 90 fit.
+        assert_eq!(read_at_into(&f, 20, &mut bufs).unwrap(), 80);
+        assert_eq!(bufs[0], data[20..50]);
+        assert_eq!(bufs[1], data[50..80]);
+        assert_eq!(bufs[2], data[80..100]);
+        let mut past = [Vec::with_capacity(8)];
+        assert_eq!(read_at_into(&f, 200, &mut past).unwrap(), 0);
+        assert!(past[0].is_empty());
+    }
 
     fn pending(s: &IoSlices) -> Vec<u8> {
         let mut out = Vec::new();

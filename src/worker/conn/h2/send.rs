@@ -250,7 +250,7 @@ impl<'a> Out<'a> {
                             Default::default();
                         let used = granted.div_ceil(FRAME_BYTES);
                         for (i, b) in bufs[..used].iter_mut().enumerate() {
-                            *b = vec![0u8; FRAME_BYTES.min(granted - i * FRAME_BYTES)];
+                            *b = Vec::with_capacity(FRAME_BYTES.min(granted - i * FRAME_BYTES));
                         }
                         let got = match read_at_into(&range.file, offset, &mut bufs[..used]) {
                             Ok(0) | Err(_) => {
@@ -264,14 +264,9 @@ impl<'a> Out<'a> {
                         self.outbox.unused(self.id, granted - got);
                         offset += got as u64;
                         left -= got as u64;
-                        let mut rest = got;
-                        for mut buf in bufs.into_iter().take(used) {
-                            buf.truncate(rest);
-                            rest -= buf.len();
-                            if buf.is_empty() {
-                                break;
-                            }
-                            let end = last && left == 0 && rest == 0;
+                        let filled = bufs[..used].iter().take_while(|b| !b.is_empty()).count();
+                        for (i, buf) in bufs.into_iter().take(filled).enumerate() {
+                            let end = last && left == 0 && i + 1 == filled;
                             self.hand(Bytes::from(buf), end, tally)?;
                         }
                     }
