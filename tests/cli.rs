@@ -581,7 +581,10 @@ fn output_budgets_have_defaults_bounds_and_a_rule_between_them() {
     let dir = dir_arg(root.path());
     let c = effective(&[&dir]);
     assert_eq!(c["output_buffer_bytes"].as_integer(), Some(256 * 1024));
-    assert_eq!(c["worker_output_bytes"].as_integer(), Some(32 * 1024 * 1024));
+    assert_eq!(
+        c["worker_output_bytes"].as_integer(),
+        Some(32 * 1024 * 1024)
+    );
     let err = refused(&[&dir, "--output-buffer-bytes", "100"]);
     assert!(
         err.contains("--output-buffer-bytes: 100 is outside 32768..=67108864"),

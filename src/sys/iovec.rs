@@ -191,7 +191,11 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         let data: Vec<u8> = (0..100u8).collect();
         f.write_all(&data).unwrap();
-        let mut bufs = [Vec::with_capacity(30), Vec::with_capacity(30), Vec::with_capacity(30)];
+        let mut bufs = [
+            Vec::with_capacity(30),
+            Vec::with_capacity(30),
+            Vec::with_capacity(30),
+        ];
         // From 20: 80 bytes are there, 90 fit.
         assert_eq!(read_at_into(&f, 20, &mut bufs).unwrap(), 80);
         assert_eq!(bufs[0], data[20..50]);
