@@ -119,6 +119,37 @@ fn startup_timeout_names_the_slow_worker() {
     assert!(err.contains("workers [1] not prepared"), "{err}");
 }
 
+/// What an operator reads: with stderr a pipe (a file, the journal) the log
+/// lines carry no colour codes, a worker thread's ready line no `pid=None`,
+/// and stdout ends with one line once the drain is done, as it began with
+/// the ready line.
+#[test]
+fn logs_are_plain_text_off_a_terminal_and_stdout_says_when_it_stopped() {
+    let root = docroot(0);
+    let mut server = TestServer::builder()
+        .root(root.path())
+        .env("RUST_LOG", "info")
+        .start();
+    assert_eq!(server.get("/").status, 200);
+    server.signal(Signal::SIGTERM);
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exited after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let err = server.stderr();
+    assert!(err.contains("worker ready"), "{err}");
+    assert!(!err.contains('\u{1b}'), "a colour code on a pipe: {err:?}");
+    assert!(!err.contains("pid=None"), "{err}");
+    let out = server.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("servery: ready on"), "{out}");
+    assert_eq!(
+        lines[1],
+        "servery: stopped: every request finished, every worker exited"
+    );
+}
+
 /// Start a server on `root` with `args` under `driver`.
 fn serve(root: &tempfile::TempDir, driver: &str, args: &[&str]) -> TestServer {
     TestServer::builder()

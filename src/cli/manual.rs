@@ -147,7 +147,8 @@ fn description() -> Roff {
         "servery serves the files under ROOT over HTTP/1.1 and HTTP/2, in the clear \
          and over TLS, from pinned workers that each run an io_uring (or epoll) \
          event loop. It prints its ready line on stdout once every worker is ready, \
-         and on SIGTERM drains: every request already read is answered.",
+         and on SIGTERM drains: every request already read is answered, then one \
+         line on stdout says it stopped.",
     )]);
     roff.control("PP", []);
     roff.text([roman(

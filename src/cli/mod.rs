@@ -219,7 +219,14 @@ where
         let _ = out.flush();
     });
     match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(()) => {
+            // The other end of the ready line: said once every worker has
+            // drained and exited (SIGTERM, SIGINT).
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "servery: stopped: every request finished, every worker exited");
+            let _ = out.flush();
+            Ok(ExitCode::SUCCESS)
+        }
         Err(SupervisorError::Abandoned) => {
             eprintln!("servery: second SIGINT, exiting without finishing the drain");
             Ok(ExitCode::from(EXIT_ABANDONED))

@@ -98,7 +98,13 @@ impl Journal {
                 pid,
             } => {
                 if *to == "Ready" {
-                    tracing::info!(worker = slot, generation, ?pid, "worker ready");
+                    // A worker thread has no pid of its own: no `pid=None`.
+                    match pid {
+                        Some(pid) => {
+                            tracing::info!(worker = slot, generation, pid, "worker ready")
+                        }
+                        None => tracing::info!(worker = slot, generation, "worker ready"),
+                    }
                 }
                 tracing::debug!(
                     generation,

@@ -420,7 +420,18 @@ pub fn init_logging(default: &str) {
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = subscriber(filter, std::io::stderr).try_init();
+    let colour = colour(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let _ = subscriber(filter, std::io::stderr, colour).try_init();
+}
+
+/// Whether log lines carry colour codes: only on a terminal, and not when
+/// `NO_COLOR` is set to anything (no-color.org). A file, a pipe or the
+/// journal gets plain text.
+fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The subscriber `init_logging` installs, writing to `writer`: `filter`
@@ -429,6 +440,7 @@ pub fn init_logging(default: &str) {
 pub(crate) fn subscriber<W>(
     filter: tracing_subscriber::EnvFilter,
     writer: W,
+    colour: bool,
 ) -> impl tracing::Subscriber + Send + Sync + 'static
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
@@ -437,9 +449,24 @@ where
     use tracing_subscriber::layer::{Layer, SubscriberExt};
     let output = tracing_subscriber::fmt::layer()
         .with_writer(writer)
+        .with_ansi(colour)
         .with_target(false)
         .with_filter(filter.and(peer::Budget));
     tracing_subscriber::registry()
         .with(output)
         .with(peer::Count.with_filter(peer::counting()))
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use super::colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(colour(true, None));
+        assert!(!colour(false, None), "a file or a pipe gets plain text");
+        assert!(!colour(true, Some(std::ffi::OsStr::new("1"))));
+        // An empty NO_COLOR is as if unset (no-color.org).
+        assert!(colour(true, Some(std::ffi::OsStr::new(""))));
+    }
 }
