@@ -223,7 +223,10 @@ where
             // The other end of the ready line: said once every worker has
             // drained and exited (SIGTERM, SIGINT).
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "servery: stopped: every request finished, every worker exited");
+            let _ = writeln!(
+                out,
+                "servery: stopped: every request finished, every worker exited"
+            );
             let _ = out.flush();
             Ok(ExitCode::SUCCESS)
         }
