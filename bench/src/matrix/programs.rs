@@ -223,9 +223,35 @@ pub fn cargo_args(group: &[Program]) -> Vec<&'static str> {
     args
 }
 
+/// Whether `name` is one of the variables `cargo run` sets for the program
+/// it runs (the package's identity, not the user's configuration). A build
+/// that inherits them differs from a plain `cargo build`: ring's build
+/// script reruns on `CARGO_MANIFEST_DIR`, so the matrix rebuilt servery and
+/// the next plain build rebuilt it again. `CARGO_HOME`, `CARGO_TARGET_DIR`,
+/// `CARGO_BUILD_*` and the like are the user's and stay.
+pub fn set_by_cargo_run(name: &str) -> bool {
+    matches!(
+        name,
+        "CARGO"
+            | "CARGO_MANIFEST_DIR"
+            | "CARGO_MANIFEST_PATH"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_BIN_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_RUSTC_CURRENT_DIR"
+            | "CARGO_TARGET_TMPDIR"
+    ) || name.starts_with("CARGO_PKG_")
+}
+
 fn cargo_build(repo: &Path, group: &[Program]) -> Result<(), Error> {
     let args = cargo_args(group);
-    let status = Command::new("cargo")
+    let mut cargo = Command::new("cargo");
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_run) {
+            cargo.env_remove(&name);
+        }
+    }
+    let status = cargo
         .args(&args)
         .current_dir(repo)
         .status()
@@ -258,6 +284,21 @@ pub fn which(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_cargo_run_sets_is_not_passed_to_the_build_and_the_users_settings_are() {
+        for name in [
+            "CARGO",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_BIN_NAME",
+        ] {
+            assert!(set_by_cargo_run(name), "{name}");
+        }
+        for name in ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_BUILD_JOBS", "PATH"] {
+            assert!(!set_by_cargo_run(name), "{name}");
+        }
+    }
 
     #[test]
     fn servery_builds_alone_and_examples_together() {
