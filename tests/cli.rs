@@ -603,3 +603,14 @@ fn output_budgets_have_defaults_bounds_and_a_rule_between_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_negative_number_gets_the_settings_own_refusal() {
+    let root = tempfile::tempdir().unwrap();
+    let err = refused(&[&dir_arg(root.path()), "--drain-timeout", "-1"]);
+    assert!(
+        err.contains("--drain-timeout: -1 is not a number of seconds"),
+        "{err}"
+    );
+    assert!(!err.contains("tip:"), "{err}");
+}

@@ -50,8 +50,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve ROOT over HTTP/1.1 and HTTP/2.
+    // A negative number is a value, so it gets the setting's own refusal
+    // (`--drain-timeout: -1 is not a number of seconds ...`), not clap's
+    // tip to write `-- -1`.
+    #[command(allow_negative_numbers = true)]
     Serve(ServeArgs),
     /// Validate the configuration, print the effective config, exit 0 or 2.
+    #[command(allow_negative_numbers = true)]
     CheckConfig(ServeArgs),
     /// Explain a topic (a group of flags: listeners, tls, ...) or a command.
     Help {
