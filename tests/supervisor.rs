@@ -807,6 +807,22 @@ fn a_crash_loop_stops_the_server(watch: &str) {
     assert!(port_is_free(sup.addr(), sup.tag()));
 }
 
+/// Two workers on one shared socket, beats every 0.2 s, restarts without a
+/// practical limit: the setting of the hung-worker tests (with the
+/// `hang-after-ready=1` fault).
+const HUNG: [&str; 10] = [
+    "--workers",
+    "2",
+    "--listener",
+    "shared",
+    "--beat-interval",
+    "0.2",
+    "--beat-timeout",
+    "0.2",
+    "--max-restarts",
+    "100",
+];
+
 /// Worker 1's event loop wedges after READY (so does every replacement's:
 /// the fault follows the slot). Each is killed after two missed beats and
 /// replaced; worker 0 serves throughout (one shared socket, so nothing
@@ -814,23 +830,7 @@ fn a_crash_loop_stops_the_server(watch: &str) {
 fn a_hung_worker_is_replaced_after_two_missed_beats(watch: &str) {
     let _g = shared();
     let root = docroot(0);
-    let sup = start(
-        watch,
-        root.path(),
-        &[
-            "--workers",
-            "2",
-            "--listener",
-            "shared",
-            "--beat-interval",
-            "0.2",
-            "--beat-timeout",
-            "0.2",
-            "--max-restarts",
-            "100",
-        ],
-        Some("hang-after-ready=1"),
-    );
+    let sup = start(watch, root.path(), &HUNG, Some("hang-after-ready=1"));
     let initial = sup.wait_workers(2);
     let mut seen: BTreeSet<u32> = initial.iter().copied().collect();
     let mut replacements = 0;
@@ -899,20 +899,7 @@ fn a_hung_worker_is_counted_as_a_beat_timeout_restart(watch: &str) {
     let sup = start(
         watch,
         root.path(),
-        &[
-            "--workers",
-            "2",
-            "--listener",
-            "shared",
-            "--beat-interval",
-            "0.2",
-            "--beat-timeout",
-            "0.2",
-            "--max-restarts",
-            "100",
-            "--admin",
-            "127.0.0.1:0",
-        ],
+        &[&HUNG[..], &["--admin", "127.0.0.1:0"]].concat(),
         Some("hang-after-ready=1"),
     );
     let text = sup.wait_metrics(Duration::from_secs(6), |t| {

@@ -201,18 +201,7 @@ async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse<Bytes
             Ok(()) => {}
             Err(Some(e)) => {
                 if let Some(refusal) = refusal_of(e) {
-                    let resp = from_static(on_error(&refusal));
-                    let _ = send(
-                        ctx,
-                        outbox,
-                        &mut respond,
-                        resp,
-                        head_only,
-                        None,
-                        tally,
-                        None,
-                    )
-                    .await;
+                    refuse(ctx, shared, &mut respond, &refusal, head_only, tally).await;
                 }
                 return;
             }
@@ -277,6 +266,30 @@ pub(super) struct Tally {
     pub(super) bytes: Cell<u64>,
 }
 
+/// Answer with `refusal`'s error response (the one place errors become
+/// statuses, `on_error`); a stream gone meanwhile is no further concern.
+async fn refuse<H>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    respond: &mut SendResponse<Bytes>,
+    refusal: &Refusal,
+    head_only: bool,
+    tally: Option<&Tally>,
+) {
+    let resp = from_static(on_error(refusal));
+    let _ = send(
+        ctx,
+        &shared.outbox,
+        respond,
+        resp,
+        head_only,
+        None,
+        tally,
+        None,
+    )
+    .await;
+}
+
 /// Answer one stream through the service's `call`, its body fed as the
 /// service pulls it.
 async fn call<H: Service>(
@@ -310,18 +323,8 @@ async fn call<H: Service>(
     let Some(call) = dispatch::start(ctx, request) else {
         // `start` has counted and logged the panic.
         shared.end_gracefully();
-        let resp = on_error(&Refusal::HandlerPanicked);
-        let _ = send(
-            ctx,
-            &shared.outbox,
-            &mut respond,
-            from_static(resp),
-            head_only,
-            None,
-            tally,
-            None,
-        )
-        .await;
+        let refusal = Refusal::HandlerPanicked;
+        refuse(ctx, shared, &mut respond, &refusal, head_only, tally).await;
         return;
     };
     let mut call = pin!(call);
