@@ -61,6 +61,43 @@ fn dir_arg(dir: &Path) -> String {
     dir.to_str().expect("UTF-8 temp path").to_owned()
 }
 
+/// A duration in the effective config (`"30s"`, or a number of seconds),
+/// in seconds.
+fn seconds(c: &toml::Table, key: &str) -> f64 {
+    use serde::Deserialize;
+    servery::config::Seconds::deserialize(c[key].clone())
+        .unwrap_or_else(|e| panic!("{key}: {e}: {c:?}"))
+        .0
+}
+
+/// A size in the effective config (`"256KiB"`, or a number), in bytes.
+fn bytes(c: &toml::Table, key: &str) -> u64 {
+    use serde::Deserialize;
+    servery::config::Size::deserialize(c[key].clone())
+        .unwrap_or_else(|e| panic!("{key}: {e}: {c:?}"))
+        .0
+}
+
+/// This process's CPUs grouped by physical core (package and core id),
+/// as sysfs tells them: what `--workers auto` counts.
+fn physical_cores() -> Vec<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
+    let mut cores: Vec<((String, String), Vec<usize>)> = Vec::new();
+    for cpu in (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)) {
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{f}"))
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| cpu.to_string())
+        };
+        let id = (read("physical_package_id"), read("core_id"));
+        match cores.iter_mut().find(|(k, _)| *k == id) {
+            Some((_, cpus)) => cpus.push(cpu),
+            None => cores.push((id, vec![cpu])),
+        }
+    }
+    cores.into_iter().map(|(_, cpus)| cpus).collect()
+}
+
 /// The lowest CPU this process may run on.
 fn first_allowed_cpu() -> usize {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
@@ -74,7 +111,7 @@ fn check_config_prints_effective_defaults() {
     let root = tempfile::tempdir().unwrap();
     let c = effective(&[&dir_arg(root.path())]);
     let int = |k: &str| c[k].as_integer().unwrap_or_else(|| panic!("{k}: {c:?}"));
-    let float = |k: &str| c[k].as_float().unwrap_or_else(|| panic!("{k}: {c:?}"));
+    let float = |k: &str| seconds(&c, k);
     assert_eq!(c["root"].as_str(), Some(dir_arg(root.path()).as_str()));
     assert_eq!(
         c["bind"].as_array().map(|a| a.len()),
@@ -83,12 +120,22 @@ fn check_config_prints_effective_defaults() {
         c["bind"]
     );
     assert_eq!(c["bind"][0].as_str(), Some("127.0.0.1:8080"));
-    assert_eq!(int("workers"), 1);
+    // `auto`: one worker per physical core of this process's CPU set, each
+    // on its own core.
+    let cores = physical_cores();
+    assert_eq!(int("workers"), cores.len() as i64, "{cores:?}");
     assert_eq!(c["no_pin"].as_bool(), Some(false));
-    assert_eq!(
-        c["cpus"].as_str(),
-        Some(first_allowed_cpu().to_string().as_str())
-    );
+    let cpus: Vec<usize> = c["cpus"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .map(|c| c.parse().unwrap())
+        .collect();
+    assert_eq!(cpus.len(), cores.len(), "{cpus:?}");
+    assert!(cpus
+        .iter()
+        .all(|c| cores.iter().any(|core| core.contains(c))));
+    assert_eq!(cpus[0], first_allowed_cpu());
     assert_eq!(c["listener"].as_str(), Some("reuseport"));
     assert_eq!(c["driver"].as_str(), Some("auto"));
     assert_eq!(float("startup_timeout"), 10.0);
@@ -97,7 +144,17 @@ fn check_config_prints_effective_defaults() {
     assert_eq!(float("header_timeout"), 20.0);
     assert_eq!(float("keepalive_timeout"), 75.0);
     assert_eq!(int("max_connections"), 16384);
-    assert_eq!(int("max_head_bytes"), 16384);
+    assert_eq!(bytes(&c, "max_head_bytes"), 16384);
+    assert_eq!(
+        c["max_head_bytes"].as_str(),
+        Some("16KiB"),
+        "shown with its unit"
+    );
+    assert_eq!(
+        c["drain_timeout"].as_str(),
+        Some("30s"),
+        "shown with its unit"
+    );
     assert_eq!(int("max_headers"), 100);
     assert!(!c.contains_key("admin"), "no admin by default: {c:?}");
 }
@@ -258,13 +315,13 @@ fn config_file_values_are_used_and_flags_override_them() {
     // From the file.
     assert_eq!(c["workers"].as_integer(), Some(3));
     assert_eq!(c["no_pin"].as_bool(), Some(true));
-    assert_eq!(c["keepalive_timeout"].as_float(), Some(9.0));
+    assert_eq!(seconds(&c, "keepalive_timeout"), 9.0);
     assert_eq!(c["bind"][0].as_str(), Some("127.0.0.1:7001"));
     // Flags win.
-    assert_eq!(c["drain_timeout"].as_float(), Some(5.0));
+    assert_eq!(seconds(&c, "drain_timeout"), 5.0);
     assert_eq!(c["max_headers"].as_integer(), Some(60));
     // Untouched by either: the default.
-    assert_eq!(c["header_timeout"].as_float(), Some(20.0));
+    assert_eq!(seconds(&c, "header_timeout"), 20.0);
 }
 
 #[test]
@@ -370,6 +427,28 @@ fn ready_line_reports_workers_driver_and_admin() {
 }
 
 #[test]
+fn by_default_one_pinned_worker_runs_per_physical_core() {
+    let server = TestServer::builder()
+        .pinned()
+        .default_workers()
+        .args(&["--driver", "epoll"])
+        .start();
+    let line = server.ready_line();
+    let cores = physical_cores();
+    let n = cores.len();
+    let workers = if n == 1 {
+        "1 worker".to_owned()
+    } else {
+        format!("{n} workers")
+    };
+    assert!(
+        line.contains(&format!(" — {workers}, epoll, ")),
+        "{line} ({cores:?})"
+    );
+    assert!(line.contains(", cpus "), "pinned: {line}");
+}
+
+#[test]
 fn ready_line_reports_pinned_cpus() {
     let cpu = first_allowed_cpu().to_string();
     let server = TestServer::builder()
@@ -463,11 +542,11 @@ fn serve_help_groups_flags_by_concern_and_shows_defaults() {
         );
         let help = flat(&help);
         for shown in [
-            "--drain-timeout <SECONDS> Seconds in-flight requests get after SIGTERM before being cut [default: 30]",
-            "--workers <N|auto> Worker count, or `auto` for one per physical core [default: 1]",
+            "--drain-timeout <DURATION> Time in-flight requests get after SIGTERM before being cut [default: 30s]",
+            "--workers <N|auto> Worker count, or `auto` for one per physical core [default: auto]",
             "--driver <auto|uring|epoll> I/O driver: `auto` (io_uring, else epoll), `uring` or `epoll` [default: auto]",
             "[default: 128]",
-            "--force-timeout <SECONDS> Seconds after SIGTERM when surviving workers are abandoned [default: --drain-timeout + 5]",
+            "--force-timeout <DURATION> Time after SIGTERM when surviving workers are abandoned [default: --drain-timeout + 5s]",
         ] {
             assert!(help.contains(shown), "{command}: {shown:?} not in\n{help}");
         }
@@ -492,7 +571,7 @@ fn help_topic_prints_its_flags_defaults_and_doc() {
         assert!(page.contains(flag), "{flag}:\n{page}");
     }
     assert_eq!(flags_in(&page).len(), 6, "only the TLS flags:\n{page}");
-    assert!(flat(&page).contains("[default: 3600]"), "{page}");
+    assert!(flat(&page).contains("[default: 1h]"), "{page}");
     assert!(page.contains("docs/tls.md"), "{page}");
     let index = printed(&["help"]);
     for topic in [
@@ -555,7 +634,7 @@ fn man_page_is_roff_with_every_flag_and_command() {
         assert!(page.contains(command), "{command}");
     }
     assert!(
-        page.contains("[default: 30]"),
+        page.contains("[default: 30s]"),
         "defaults are in the man page"
     );
 }
@@ -580,11 +659,8 @@ fn output_budgets_have_defaults_bounds_and_a_rule_between_them() {
     let root = tempfile::tempdir().unwrap();
     let dir = dir_arg(root.path());
     let c = effective(&[&dir]);
-    assert_eq!(c["output_buffer_bytes"].as_integer(), Some(256 * 1024));
-    assert_eq!(
-        c["worker_output_bytes"].as_integer(),
-        Some(32 * 1024 * 1024)
-    );
+    assert_eq!(bytes(&c, "output_buffer_bytes"), 256 * 1024);
+    assert_eq!(bytes(&c, "worker_output_bytes"), 32 * 1024 * 1024);
     let err = refused(&[&dir, "--output-buffer-bytes", "100"]);
     assert!(
         err.contains("--output-buffer-bytes: 100 is outside 32768..=67108864"),
@@ -609,8 +685,68 @@ fn a_negative_number_gets_the_settings_own_refusal() {
     let root = tempfile::tempdir().unwrap();
     let err = refused(&[&dir_arg(root.path()), "--drain-timeout", "-1"]);
     assert!(
-        err.contains("--drain-timeout: -1 is not a number of seconds"),
+        err.contains("--drain-timeout: -1 is not a duration in (0, 1d]"),
         "{err}"
     );
     assert!(!err.contains("tip:"), "{err}");
+}
+
+#[test]
+fn sizes_and_durations_take_units_on_flags_and_in_the_file() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = dir_arg(root.path());
+    let c = effective(&[
+        &dir,
+        "--max-body-bytes",
+        "1MiB",
+        "--drain-timeout",
+        "30s",
+        "--header-timeout",
+        "500ms",
+        "--output-buffer-bytes",
+        "64k",
+        "--memory-cache-bytes",
+        "1000000",
+    ]);
+    assert_eq!(c["max_body_bytes"].as_str(), Some("1MiB"));
+    assert_eq!(c["drain_timeout"].as_str(), Some("30s"));
+    assert_eq!(c["header_timeout"].as_str(), Some("500ms"));
+    assert_eq!(c["output_buffer_bytes"].as_str(), Some("64KiB"));
+    // Not a whole number of KiB: shown as bytes.
+    assert_eq!(c["memory_cache_bytes"].as_integer(), Some(1_000_000));
+    // Bare numbers are still bytes and seconds.
+    let c = effective(&[&dir, "--max-body-bytes", "2048", "--drain-timeout", "1.5"]);
+    assert_eq!(bytes(&c, "max_body_bytes"), 2048);
+    assert_eq!(seconds(&c, "drain_timeout"), 1.5);
+
+    let file = root.path().join("servery.toml");
+    std::fs::write(
+        &file,
+        "max_body_bytes = \"64k\"\ndrain_timeout = \"2m\"\nsend_timeout = 7\n\
+         compress_max_bytes = 1048576\n",
+    )
+    .unwrap();
+    let c = effective(&[&dir, "--config", &dir_arg(&file)]);
+    assert_eq!(bytes(&c, "max_body_bytes"), 64 * 1024);
+    assert_eq!(seconds(&c, "drain_timeout"), 120.0);
+    assert_eq!(seconds(&c, "send_timeout"), 7.0);
+    assert_eq!(c["compress_max_bytes"].as_str(), Some("1MiB"));
+
+    // Wrong units name the field and the forms.
+    let err = refused(&[&dir, "--max-body-bytes", "1.5"]);
+    assert!(
+        err.contains("--max-body-bytes") && err.contains("1MiB"),
+        "{err}"
+    );
+    let err = refused(&[&dir, "--drain-timeout", "30 parsecs"]);
+    assert!(
+        err.contains("--drain-timeout") && err.contains("500ms"),
+        "{err}"
+    );
+    std::fs::write(&file, "max_body_bytes = -1\n").unwrap();
+    let err = refused(&[&dir, "--config", &dir_arg(&file)]);
+    assert!(
+        err.contains("max_body_bytes") && err.contains("cannot be negative"),
+        "{err}"
+    );
 }

@@ -182,11 +182,14 @@ fn effective_configmap(docs: &[Doc]) -> (tempfile::TempDir, PathBuf, toml::Table
     (dir, file, effective)
 }
 
-/// A number of seconds in the effective config.
+/// A duration in the effective config (`"30s"`), in seconds.
 fn seconds(c: &toml::Table, key: &str) -> f64 {
-    c[key]
-        .as_float()
-        .unwrap_or_else(|| panic!("{key} should be seconds: {:?}", c.get(key)))
+    use serde::Deserialize;
+    let value = c.get(key).cloned();
+    value
+        .and_then(|v| servery::config::Seconds::deserialize(v).ok())
+        .unwrap_or_else(|| panic!("{key} should be a duration: {:?}", c.get(key)))
+        .0
 }
 
 /// The port of an address in the effective config (`admin`, or the first `bind`).

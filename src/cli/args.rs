@@ -28,7 +28,7 @@ use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 
 use super::defaults::Defaults;
 use super::topic::{self, Topic};
-use crate::config::RawConfig;
+use crate::config::{RawConfig, DURATION_FORMS, SIZE_FORMS};
 
 /// What `serve` and `check-config` are given.
 #[derive(Debug, Clone)]
@@ -116,10 +116,11 @@ fn augment(cmd: Command) -> Command {
     {
         cmd = cmd.arg(with_default((*arg).clone(), defaults));
     }
+    let mut after = format!("A DURATION is {DURATION_FORMS}.\nA SIZE is {SIZE_FORMS}.");
     if let Err(why) = defaults {
-        cmd = cmd.after_help(format!("Defaults are not shown: {why}."));
+        after.push_str(&format!("\nDefaults are not shown: {why}."));
     }
-    cmd
+    cmd.after_help(after)
 }
 
 /// `arg` with ` [default: ...]` after its help, if it has a default.
@@ -150,7 +151,7 @@ fn with_default(arg: Arg, defaults: Result<&Defaults, &str>) -> Arg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{http2, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_WORKERS};
+    use crate::config::{http2, Seconds, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS};
 
     fn serve() -> Command {
         ServeArgs::augment_args(Command::new("serve"))
@@ -167,13 +168,29 @@ mod tests {
     }
 
     #[test]
+    fn the_help_says_how_durations_and_sizes_are_written() {
+        let help = serve().render_help().to_string();
+        assert!(
+            help.contains("A DURATION is seconds, or with units: 500ms"),
+            "{help}"
+        );
+        assert!(
+            help.contains("A SIZE is bytes, or with a unit: 64k, 1MiB"),
+            "{help}"
+        );
+        assert!(help.contains("--drain-timeout <DURATION>"), "{help}");
+        assert!(help.contains("--max-body-bytes <SIZE>"), "{help}");
+    }
+
+    #[test]
     fn defaults_shown_are_the_effective_defaults() {
         assert!(
-            help("drain-timeout").ends_with(&format!("[default: {DEFAULT_DRAIN_TIMEOUT_S}]")),
+            help("drain-timeout")
+                .ends_with(&format!("[default: {}]", Seconds(DEFAULT_DRAIN_TIMEOUT_S))),
             "{}",
             help("drain-timeout")
         );
-        assert!(help("workers").ends_with(&format!("[default: {DEFAULT_WORKERS}]")));
+        assert!(help("workers").ends_with("[default: auto]"));
         assert!(help("max-connections").ends_with(&format!("[default: {DEFAULT_MAX_CONNECTIONS}]")));
         assert!(help("h2-max-concurrent-streams").ends_with(&format!(
             "[default: {}]",
@@ -182,7 +199,7 @@ mod tests {
         assert!(help("driver").ends_with("[default: auto]"));
         assert!(help("tls-handshake-timeout").ends_with(&format!(
             "[default: {}]",
-            crate::config::DEFAULT_TLS_HANDSHAKE_TIMEOUT_S
+            Seconds(crate::config::DEFAULT_TLS_HANDSHAKE_TIMEOUT_S)
         )));
     }
 

@@ -22,7 +22,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::config::{CpuSet, RawConfig};
+use serde::Deserialize;
+
+use crate::config::{CpuSet, RawConfig, Seconds, DEFAULT_WORKERS};
 
 /// The validated defaults in file form, by setting key.
 #[derive(Debug)]
@@ -61,10 +63,15 @@ impl Defaults {
     pub(crate) fn text(&self, key: &str, delimiter: Option<char>) -> Option<String> {
         match key {
             "cpus" => return Some("one per worker, physical cores first".to_owned()),
+            // As written: the effective config shows what `auto` came to.
+            "workers" => return Some(DEFAULT_WORKERS.to_owned()),
             "force_timeout" => {
-                let seconds = |k: &str| self.effective.get(k).and_then(toml::Value::as_float);
-                let margin = seconds("force_timeout")? - seconds("drain_timeout")?;
-                return Some(format!("--drain-timeout + {margin}"));
+                let seconds = |k: &str| {
+                    let v = self.effective.get(k)?.clone();
+                    Seconds::deserialize(v).ok()
+                };
+                let margin = seconds("force_timeout")?.0 - seconds("drain_timeout")?.0;
+                return Some(format!("--drain-timeout + {}", Seconds(margin)));
             }
             _ => {}
         }
@@ -98,9 +105,7 @@ fn word(value: &toml::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{
-        DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_FORCE_TIMEOUT_S, DEFAULT_LISTENER, DEFAULT_WORKERS,
-    };
+    use crate::config::{DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_FORCE_TIMEOUT_S, DEFAULT_LISTENER};
 
     fn text(key: &str) -> Option<String> {
         Defaults::get().unwrap().text(key, None)
@@ -110,16 +115,17 @@ mod tests {
     fn the_defaults_are_the_effective_config_of_nothing() {
         assert_eq!(
             text("drain_timeout"),
-            Some(DEFAULT_DRAIN_TIMEOUT_S.to_string())
+            Some(Seconds(DEFAULT_DRAIN_TIMEOUT_S).to_string())
         );
-        assert_eq!(text("workers"), Some(DEFAULT_WORKERS.to_string()));
+        assert_eq!(text("workers").as_deref(), Some("auto"));
         assert_eq!(text("listener").as_deref(), Some(DEFAULT_LISTENER.name()));
         assert_eq!(text("bind").as_deref(), Some(crate::config::DEFAULT_BIND));
     }
 
     #[test]
-    fn whole_seconds_are_written_as_integers() {
-        assert_eq!(text("drain_timeout").as_deref(), Some("30"));
+    fn durations_and_sizes_are_written_with_units() {
+        assert_eq!(text("drain_timeout").as_deref(), Some("30s"));
+        assert_eq!(text("output_buffer_bytes").as_deref(), Some("256KiB"));
         assert_eq!(word(&toml::Value::Float(0.25)).as_deref(), Some("0.25"));
     }
 
@@ -148,7 +154,7 @@ mod tests {
         let margin = DEFAULT_FORCE_TIMEOUT_S - DEFAULT_DRAIN_TIMEOUT_S;
         assert_eq!(
             text("force_timeout"),
-            Some(format!("--drain-timeout + {margin}"))
+            Some(format!("--drain-timeout + {}", Seconds(margin)))
         );
         assert!(text("cpus").unwrap().starts_with("one per worker"));
     }

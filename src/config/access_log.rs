@@ -163,6 +163,7 @@ impl Echo<Option<String>> for Format {
 mod tests {
     use super::*;
     use crate::config::tests::{err, ok, raw};
+    use crate::config::Size;
 
     #[test]
     fn off_by_default_and_combined() {
@@ -199,8 +200,8 @@ mod tests {
         r.access_log_format = Some("$nope".into());
         assert!(err(r).starts_with("--access-log-format: unknown field $nope; fields are"));
         let mut r = raw();
-        r.access_log_buffer = Some(65536);
-        r.access_log_backlog = Some(4096);
+        r.access_log_buffer = Some(Size(65536));
+        r.access_log_backlog = Some(Size(4096));
         assert!(err(r).starts_with("--access-log-backlog: 4096 is less than --access-log-buffer"));
         let mut r = raw();
         r.access_log = Some("stderr".into());

@@ -324,6 +324,7 @@ mod tests {
     use super::*;
     use crate::config::tests::{err, ok, raw};
     use crate::config::RawConfig;
+    use crate::config::Size;
 
     fn patterns(list: &[&str]) -> MimePatterns {
         let f = Field {
@@ -396,9 +397,9 @@ mod tests {
     #[test]
     fn sizes_must_nest_and_stay_bounded() {
         let r = RawConfig {
-            compress_min_bytes: Some(10),
-            compress_max_bytes: Some(5),
-            compress_inline_max_bytes: Some(5),
+            compress_min_bytes: Some(Size(10)),
+            compress_max_bytes: Some(Size(5)),
+            compress_inline_max_bytes: Some(Size(5)),
             ..raw()
         };
         assert_eq!(
@@ -407,17 +408,17 @@ mod tests {
              the maximum"
         );
         let r = RawConfig {
-            compress_inline_max_bytes: Some(DEFAULT_COMPRESS_MAX_BYTES + 1),
+            compress_inline_max_bytes: Some(Size(DEFAULT_COMPRESS_MAX_BYTES + 1)),
             ..raw()
         };
         assert!(err(r).starts_with("--compress-inline-max-bytes: "));
         let r = RawConfig {
-            compress_max_bytes: Some(MAX_COMPRESS_BYTES + 1),
+            compress_max_bytes: Some(Size(MAX_COMPRESS_BYTES + 1)),
             ..raw()
         };
         assert!(err(r).starts_with("--compress-max-bytes: 67108865 is above"));
         let r = RawConfig {
-            compress_cache_bytes: Some(0),
+            compress_cache_bytes: Some(Size(0)),
             ..raw()
         };
         assert!(err(r).contains("--compress off"));
@@ -461,8 +462,8 @@ mod tests {
         let off = RawConfig {
             compress: Some(Compress::Off),
             // Contradictory sizes do not matter when nothing is compressed.
-            compress_min_bytes: Some(10),
-            compress_max_bytes: Some(5),
+            compress_min_bytes: Some(Size(10)),
+            compress_max_bytes: Some(Size(5)),
             ..raw()
         };
         assert!(ok(off).files.compression.is_none());

@@ -262,6 +262,7 @@ mod tests {
     use super::*;
     use crate::config::tests::{err, raw};
     use crate::config::RawConfig;
+    use crate::config::Seconds;
 
     fn rule(pattern: &str, name: &str, value: &str) -> RawConfig {
         RawConfig {
@@ -306,7 +307,7 @@ mod tests {
             dotfiles: Some(Dotfiles::Allow),
             symlinks: Some(Symlinks::Never),
             index: Some(vec!["a.htm".into()]),
-            file_cache_ttl: Some(0.0),
+            file_cache_ttl: Some(Seconds(0.0)),
             ..rule("/a/**", "X-A", "b")
         };
         let c = crate::config::tests::ok(r).files;
@@ -320,7 +321,7 @@ mod tests {
     #[test]
     fn cache_bounds_are_named() {
         let r = RawConfig {
-            file_cache_ttl: Some(3601.0),
+            file_cache_ttl: Some(Seconds(3601.0)),
             ..raw()
         };
         assert_eq!(err(r), "--file-cache-ttl: 3601 is not in [0, 3600] seconds");

@@ -120,11 +120,12 @@ pub(super) fn head(c: &Checked) -> Limits {
 mod tests {
     use crate::config::tests::{err, raw, set};
     use crate::config::RawConfig;
+    use crate::config::Size;
 
     #[test]
     fn a_small_head_limit_also_bounds_the_request_line() {
         let r = RawConfig {
-            max_head_bytes: Some(2048),
+            max_head_bytes: Some(Size(2048)),
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
@@ -143,7 +144,7 @@ mod tests {
             "--max-connections-total: 0 would admit nobody; use 1 or more"
         );
         let r = RawConfig {
-            lingering_bytes: Some(0),
+            lingering_bytes: Some(Size(0)),
             ..raw()
         };
         assert!(err(r).starts_with("--lingering-bytes: must be at least 1"));

@@ -41,6 +41,7 @@ mod setting;
 pub mod sites;
 mod supervision;
 mod tls;
+mod units;
 mod workers;
 
 use std::net::SocketAddr;
@@ -73,6 +74,7 @@ pub use supervision::{
     DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW_S, DEFAULT_STARTUP_TIMEOUT_S,
 };
 pub use tls::{TlsConfig, TlsSource, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S};
+pub use units::{Seconds, Size, DURATION_FORMS, SIZE_FORMS};
 pub use workers::{DriverChoice, WorkerCount, DEFAULT_DRIVER, DEFAULT_WORKERS};
 
 /// Why a configuration was refused. Reported before anything binds (exit 2).
@@ -175,7 +177,7 @@ impl RawConfig {
     /// Validate with an explicit CPU set and physical-core list (tests).
     pub fn validate_with(self, allowed: &CpuSet, physical: &[usize]) -> Result<Config, Error> {
         let mut raw = self.clone();
-        let drain_written = self.drain_timeout;
+        let drain_written = self.drain_timeout.map(f64::from);
         // Each setting on its own, then the rules that tie settings together.
         let c = self.check()?;
         let binds = listen::binds(&c)?;
@@ -321,9 +323,12 @@ pub(crate) mod tests {
     #[test]
     fn defaults_validate() {
         let c = raw().validate_with(&set(&[0, 1]), &[0, 1]).unwrap();
-        assert_eq!(c.workers.get(), 1);
+        assert_eq!(c.workers.get(), 2, "one worker per physical core");
         assert_eq!(c.binds, vec![DEFAULT_BIND.parse::<SocketAddr>().unwrap()]);
-        assert_eq!(c.cpus, Some(vec![0]));
+        assert_eq!(c.cpus, Some(vec![0, 1]));
+        // SMT siblings are not counted: CPUs 0-3 on two physical cores.
+        let c = raw().validate_with(&set(&[0, 1, 2, 3]), &[0, 1]).unwrap();
+        assert_eq!(c.workers.get(), 2);
         assert_eq!(c.listener, ListenerMode::ReusePort);
     }
 }

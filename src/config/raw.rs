@@ -56,6 +56,7 @@ use super::supervision::{
 use super::tls::{
     self, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S, TLS_BIND_EXAMPLE, WEEK,
 };
+use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
 use super::Error;
 
@@ -77,7 +78,7 @@ settings! {
         /// Worker count, or `auto` for one per physical core.
         #[arg(long, value_name = "N|auto")]
         workers: Option<WorkerCount> => Workers =
-            or(WorkerCount::Count(DEFAULT_WORKERS), workers::count),
+            or(WorkerCount::Word(DEFAULT_WORKERS.to_owned()), workers::count),
             shown |c| c.workers;
         /// CPUs to pin workers to, e.g. `0,2,4-6`.
         #[arg(long, value_name = "LIST")]
@@ -96,63 +97,63 @@ settings! {
         #[arg(long, value_name = "auto|uring|epoll", hide_possible_values = true)]
         driver: Option<DriverChoice> => DriverChoice = or(DEFAULT_DRIVER, as_is),
             shown |c| c.driver;
-        /// Seconds for every worker to become ready.
-        #[arg(long, value_name = "SECONDS")]
-        startup_timeout: Option<f64> => Duration = or(DEFAULT_STARTUP_TIMEOUT_S, seconds(DAY)),
+        /// Time for every worker to become ready.
+        #[arg(long, value_name = "DURATION")]
+        startup_timeout: Option<Seconds> => Duration = or(DEFAULT_STARTUP_TIMEOUT_S, seconds(DAY)),
             shown |c| c.startup_timeout;
-        /// Seconds in-flight requests get after SIGTERM before being cut.
-        #[arg(long, value_name = "SECONDS")]
-        drain_timeout: Option<f64> => Duration = or(DEFAULT_DRAIN_TIMEOUT_S, seconds(DAY)),
+        /// Time in-flight requests get after SIGTERM before being cut.
+        #[arg(long, value_name = "DURATION")]
+        drain_timeout: Option<Seconds> => Duration = or(DEFAULT_DRAIN_TIMEOUT_S, seconds(DAY)),
             shown |c| c.drain_timeout;
-        /// Seconds after SIGTERM when surviving workers are abandoned.
-        #[arg(long, value_name = "SECONDS")]
-        force_timeout: Option<f64> => Option<Duration> = optional(seconds(DAY)),
+        /// Time after SIGTERM when surviving workers are abandoned.
+        #[arg(long, value_name = "DURATION")]
+        force_timeout: Option<Seconds> => Option<Duration> = optional(seconds(DAY)),
             shown |c| c.force_timeout;
         /// Open connections per worker.
         #[arg(long, value_name = "N")]
         max_connections: Option<u64> => NonZeroUsize = or(DEFAULT_MAX_CONNECTIONS as u64, positive),
             shown |c| c.max_connections;
-        /// Seconds to receive a request head.
-        #[arg(long, value_name = "SECONDS")]
-        header_timeout: Option<f64> => Duration = or(DEFAULT_HEADER_TIMEOUT_S, seconds(DAY)),
+        /// Time to receive a request head.
+        #[arg(long, value_name = "DURATION")]
+        header_timeout: Option<Seconds> => Duration = or(DEFAULT_HEADER_TIMEOUT_S, seconds(DAY)),
             shown |c| c.header_timeout;
-        /// Seconds between two reads of a request body (408 past it).
-        #[arg(long, value_name = "SECONDS")]
-        body_timeout: Option<f64> => Duration = or(DEFAULT_BODY_TIMEOUT_S, seconds(DAY)),
+        /// Longest wait between two reads of a request body (408 past it).
+        #[arg(long, value_name = "DURATION")]
+        body_timeout: Option<Seconds> => Duration = or(DEFAULT_BODY_TIMEOUT_S, seconds(DAY)),
             shown |c| c.body_timeout;
-        /// Seconds a kept-alive connection may idle.
-        #[arg(long, value_name = "SECONDS")]
-        keepalive_timeout: Option<f64> => Duration = or(DEFAULT_KEEPALIVE_TIMEOUT_S, seconds(DAY)),
+        /// Time a kept-alive connection may idle.
+        #[arg(long, value_name = "DURATION")]
+        keepalive_timeout: Option<Seconds> => Duration = or(DEFAULT_KEEPALIVE_TIMEOUT_S, seconds(DAY)),
             shown |c| c.keepalive_timeout;
-        /// Seconds a client may take to accept more response bytes.
-        #[arg(long, value_name = "SECONDS")]
-        send_timeout: Option<f64> => Duration = or(DEFAULT_SEND_TIMEOUT_S, seconds(DAY)),
+        /// Time a client may take to accept more response bytes.
+        #[arg(long, value_name = "DURATION")]
+        send_timeout: Option<Seconds> => Duration = or(DEFAULT_SEND_TIMEOUT_S, seconds(DAY)),
             shown |c| c.send_timeout;
         /// Response bytes one connection may hold prepared and unsent (all its HTTP/2 streams).
-        #[arg(long, value_name = "BYTES")]
-        output_buffer_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        output_buffer_bytes: Option<Size> => usize =
             or(DEFAULT_OUTPUT_BUFFER_BYTES as u64, within(OUTPUT_BUFFER_BYTES)),
             shown |c| c.output_buffer_bytes;
         /// Response bytes all of a worker's connections may hold prepared and unsent.
-        #[arg(long, value_name = "BYTES")]
-        worker_output_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        worker_output_bytes: Option<Size> => usize =
             or(DEFAULT_WORKER_OUTPUT_BYTES as u64, within(WORKER_OUTPUT_BYTES)),
             shown |c| c.worker_output_bytes;
-        /// Seconds a lingering close may discard input in all.
-        #[arg(long, value_name = "SECONDS")]
-        lingering_time: Option<f64> => Duration = or(DEFAULT_LINGERING_TIME_S, seconds(DAY)),
+        /// Time a lingering close may discard input in all.
+        #[arg(long, value_name = "DURATION")]
+        lingering_time: Option<Seconds> => Duration = or(DEFAULT_LINGERING_TIME_S, seconds(DAY)),
             shown |c| c.lingering_time;
-        /// Seconds of client silence that end a lingering close.
-        #[arg(long, value_name = "SECONDS")]
-        lingering_timeout: Option<f64> => Duration = or(DEFAULT_LINGERING_TIMEOUT_S, seconds(DAY)),
+        /// Client silence that ends a lingering close.
+        #[arg(long, value_name = "DURATION")]
+        lingering_timeout: Option<Seconds> => Duration = or(DEFAULT_LINGERING_TIMEOUT_S, seconds(DAY)),
             shown |c| c.lingering_timeout;
         /// Most bytes a lingering close discards.
-        #[arg(long, value_name = "BYTES")]
-        lingering_bytes: Option<u64> => u64 = or(DEFAULT_LINGERING_BYTES, limits::lingering_bytes),
+        #[arg(long, value_name = "SIZE")]
+        lingering_bytes: Option<Size> => u64 = or(DEFAULT_LINGERING_BYTES, limits::lingering_bytes),
             shown |c| c.lingering_bytes;
         /// Largest request head in bytes.
-        #[arg(long, value_name = "BYTES")]
-        max_head_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        max_head_bytes: Option<Size> => usize =
             or(DEFAULT_MAX_HEAD_BYTES as u64, within(HEAD_BYTES)),
             shown |c| c.limits.max_head_bytes;
         /// Most header fields in a request.
@@ -160,8 +161,8 @@ settings! {
         max_headers: Option<u64> => usize = or(DEFAULT_MAX_HEADERS as u64, within(HEADERS)),
             shown |c| c.limits.max_headers;
         /// Largest request body in bytes (a larger one is refused with 413).
-        #[arg(long, value_name = "BYTES")]
-        max_body_bytes: Option<u64> => u64 = or(DEFAULT_MAX_BODY_BYTES, as_is),
+        #[arg(long, value_name = "SIZE")]
+        max_body_bytes: Option<Size> => u64 = or(DEFAULT_MAX_BODY_BYTES, as_is),
             shown |c| c.max_body_bytes;
         /// Address of the admin listener (/healthz, /readyz, /metrics).
         #[arg(long, value_name = "ADDR")]
@@ -189,9 +190,9 @@ settings! {
         #[arg(long, value_name = "VALUE")]
         cache_control: Option<String> => Option<String> = optional(files::cache_control),
             shown |c| c.files.cache_control;
-        /// Seconds before a cached file is checked against the disk again.
-        #[arg(long, value_name = "SECONDS")]
-        file_cache_ttl: Option<f64> => Duration =
+        /// Time before a cached file is checked against the disk again.
+        #[arg(long, value_name = "DURATION")]
+        file_cache_ttl: Option<Seconds> => Duration =
             or(files::DEFAULT_FILE_CACHE_TTL_S, files::cache_ttl),
             shown |c| c.files.file_cache_ttl;
         /// Open files cached per worker.
@@ -200,13 +201,13 @@ settings! {
             or(files::DEFAULT_FILE_CACHE_ENTRIES as u64, positive),
             shown |c| c.files.file_cache_entries;
         /// Files up to this many bytes are kept in memory.
-        #[arg(long, value_name = "BYTES")]
-        small_file_max: Option<u64> => u64 =
+        #[arg(long, value_name = "SIZE")]
+        small_file_max: Option<Size> => u64 =
             or(files::DEFAULT_SMALL_FILE_MAX_BYTES, files::small_file_max),
             shown |c| c.files.small_file_max;
         /// Memory for small files, per worker.
-        #[arg(long, value_name = "BYTES")]
-        memory_cache_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        memory_cache_bytes: Option<Size> => usize =
             or(files::DEFAULT_MEMORY_CACHE_BYTES as u64, as_usize),
             shown |c| c.files.memory_cache_bytes;
         /// Per-path header rules (config file only): `[[headers]] match = "/assets/**"`
@@ -225,23 +226,23 @@ settings! {
             or(compression::default_types(), compression::types),
             shown |c| c.files.compression.as_ref().map(|z| &z.types);
         /// Smallest file compressed on the fly, in bytes.
-        #[arg(long, value_name = "BYTES")]
-        compress_min_bytes: Option<u64> => u64 =
+        #[arg(long, value_name = "SIZE")]
+        compress_min_bytes: Option<Size> => u64 =
             or(compression::DEFAULT_COMPRESS_MIN_BYTES, compression::size),
             shown |c| c.files.compression.as_ref().map(|z| z.min_bytes);
         /// Largest file compressed on the fly, in bytes.
-        #[arg(long, value_name = "BYTES")]
-        compress_max_bytes: Option<u64> => u64 =
+        #[arg(long, value_name = "SIZE")]
+        compress_max_bytes: Option<Size> => u64 =
             or(compression::DEFAULT_COMPRESS_MAX_BYTES, compression::size),
             shown |c| c.files.compression.as_ref().map(|z| z.max_bytes);
         /// Largest file a worker compresses itself for the first request; larger ones in the background.
-        #[arg(long, value_name = "BYTES")]
-        compress_inline_max_bytes: Option<u64> => u64 =
+        #[arg(long, value_name = "SIZE")]
+        compress_inline_max_bytes: Option<Size> => u64 =
             or(compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES, compression::size),
             shown |c| c.files.compression.as_ref().map(|z| z.inline_max_bytes);
         /// Memory for compressed variants, for the whole server (split among worker processes).
-        #[arg(long, value_name = "BYTES")]
-        compress_cache_bytes: Option<u64> => u64 =
+        #[arg(long, value_name = "SIZE")]
+        compress_cache_bytes: Option<Size> => u64 =
             or(compression::DEFAULT_COMPRESS_CACHE_BYTES, compression::cache_bytes),
             shown |c| c.files.compression.as_ref().map(|z| z.cache_bytes);
         /// Brotli quality of on-the-fly variants (0-11).
@@ -271,17 +272,17 @@ settings! {
         #[arg(long, value_name = "N")]
         max_restarts: Option<u64> => usize = or(DEFAULT_MAX_RESTARTS, as_usize),
             shown |c| c.max_restarts;
-        /// Seconds over which `--max-restarts` is counted.
-        #[arg(long, value_name = "SECONDS")]
-        restart_window: Option<f64> => Duration = or(DEFAULT_RESTART_WINDOW_S, seconds(DAY)),
+        /// Window over which `--max-restarts` is counted.
+        #[arg(long, value_name = "DURATION")]
+        restart_window: Option<Seconds> => Duration = or(DEFAULT_RESTART_WINDOW_S, seconds(DAY)),
             shown |c| c.restart_window;
-        /// Seconds between health beats to each worker.
-        #[arg(long, value_name = "SECONDS")]
-        beat_interval: Option<f64> => Duration = or(DEFAULT_BEAT_INTERVAL_S, seconds(DAY)),
+        /// Interval between health beats to each worker.
+        #[arg(long, value_name = "DURATION")]
+        beat_interval: Option<Seconds> => Duration = or(DEFAULT_BEAT_INTERVAL_S, seconds(DAY)),
             shown |c| c.beat_interval;
-        /// Seconds a worker has to answer a beat; two misses and it is replaced.
-        #[arg(long, value_name = "SECONDS")]
-        beat_timeout: Option<f64> => Duration = or(DEFAULT_BEAT_TIMEOUT_S, seconds(DAY)),
+        /// Time a worker has to answer a beat; two misses and it is replaced.
+        #[arg(long, value_name = "DURATION")]
+        beat_timeout: Option<Seconds> => Duration = or(DEFAULT_BEAT_TIMEOUT_S, seconds(DAY)),
             shown |c| c.beat_timeout;
         /// Open connections across all workers (default: per-worker cap only).
         #[arg(long, value_name = "N")]
@@ -305,14 +306,14 @@ settings! {
         #[serde(default)]
         tls_self_signed: bool => bool = as_is,
             shown |c| tls::self_signed(&c.tls);
-        /// Seconds a client has to finish the TLS handshake.
-        #[arg(long, value_name = "SECONDS")]
-        tls_handshake_timeout: Option<f64> => Duration =
+        /// Time a client has to finish the TLS handshake.
+        #[arg(long, value_name = "DURATION")]
+        tls_handshake_timeout: Option<Seconds> => Duration =
             or(DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, seconds(WEEK)),
             shown |c| c.tls_handshake_timeout();
-        /// Seconds between session-ticket key rotations.
-        #[arg(long, value_name = "SECONDS")]
-        tls_ticket_rotate: Option<f64> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
+        /// Interval between session-ticket key rotations.
+        #[arg(long, value_name = "DURATION")]
+        tls_ticket_rotate: Option<Seconds> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),
             shown |c| c.tls_ticket_rotate();
         /// Sites (config file only): `[[site]] hosts = ["example.com"] root = "/srv/example"`,
         /// each with its own file settings and certificate.
@@ -353,9 +354,9 @@ settings! {
         #[arg(long, value_name = "FILE")]
         acme_eab_hmac_key_file: Option<PathBuf> => Option<PathBuf> = as_is,
             shown |c| c.acme.eab.as_ref().map(|e| e.key_file.clone());
-        /// Seconds before the first retry of a failed order (doubling up to a day).
-        #[arg(long, value_name = "SECONDS")]
-        acme_retry: Option<f64> => Duration = or(acme::DEFAULT_ACME_RETRY_S, seconds(DAY)),
+        /// Wait before the first retry of a failed order (doubling up to a day).
+        #[arg(long, value_name = "DURATION")]
+        acme_retry: Option<Seconds> => Duration = or(acme::DEFAULT_ACME_RETRY_S, seconds(DAY)),
             shown |c| c.acme.retry;
         /// Protocols TLS listeners offer by ALPN, in order of preference: `h2`, `http/1.1`.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -372,13 +373,13 @@ settings! {
             or(http2::DEFAULT_H2_MAX_CONCURRENT_STREAMS, within(http2::CONCURRENT_STREAMS)),
             shown |c| c.http2.max_concurrent_streams;
         /// Largest decoded HTTP/2 header list of a request, in bytes.
-        #[arg(long, value_name = "BYTES")]
-        h2_max_header_list_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        h2_max_header_list_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_MAX_HEADER_LIST_BYTES, within(http2::HEADER_LIST_BYTES)),
             shown |c| c.http2.max_header_list_bytes;
         /// HPACK dynamic table a client may use, in bytes.
-        #[arg(long, value_name = "BYTES")]
-        h2_header_table_bytes: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        h2_header_table_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_HEADER_TABLE_BYTES, within(http2::HEADER_TABLE_BYTES)),
             shown |c| c.http2.header_table_bytes;
         /// Stream resets a client may send per HTTP/2 connection in 10 s (then GOAWAY).
@@ -397,18 +398,18 @@ settings! {
             or(DEFAULT_ACCESS_LOG_FORMAT.into(), access_log::format),
             shown |c| c.access_log.format;
         /// Bytes of lines a worker gathers before handing them to the log's writer.
-        #[arg(long, value_name = "BYTES")]
-        access_log_buffer: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        access_log_buffer: Option<Size> => usize =
             or(DEFAULT_ACCESS_LOG_BUFFER_BYTES, within(BUFFER_BYTES)),
             shown |c| c.access_log.buffer_bytes;
-        /// Seconds a partial buffer of lines waits before it is written.
-        #[arg(long, value_name = "SECONDS")]
-        access_log_flush: Option<f64> => Duration =
+        /// Time a partial buffer of lines waits before it is written.
+        #[arg(long, value_name = "DURATION")]
+        access_log_flush: Option<Seconds> => Duration =
             or(DEFAULT_ACCESS_LOG_FLUSH_S, seconds(FLUSH_MAX_S)),
             shown |c| c.access_log.flush;
         /// Bytes of lines waiting for the disk past which new lines are dropped and counted.
-        #[arg(long, value_name = "BYTES")]
-        access_log_backlog: Option<u64> => usize =
+        #[arg(long, value_name = "SIZE")]
+        access_log_backlog: Option<Size> => usize =
             or(DEFAULT_ACCESS_LOG_BACKLOG_BYTES, within(BACKLOG_BYTES)),
             shown |c| c.access_log.backlog_bytes;
     }
@@ -452,11 +453,14 @@ mod tests {
     #[test]
     fn every_default_is_in_the_effective_config() {
         let shown: toml::Table = ok(raw()).to_toml().parse().unwrap();
-        let float = |k: &str| shown[k].as_float().unwrap();
+        // Durations and sizes are shown with units (`"30s"`, `"256KiB"`).
+        let float = |k: &str| Seconds::deserialize(shown[k].clone()).unwrap().0;
+        let bytes = |k: &str| Size::deserialize(shown[k].clone()).unwrap().0;
         let int = |k: &str| shown[k].as_integer().unwrap() as u64;
         let word = |k: &str| shown[k].as_str().unwrap().to_owned();
         assert_eq!(shown["bind"][0].as_str(), Some(crate::config::DEFAULT_BIND));
-        assert_eq!(int("workers"), DEFAULT_WORKERS);
+        // `auto`, shown as what it came to: two physical cores, two workers.
+        assert_eq!(int("workers"), 2);
         assert_eq!(word("listener"), DEFAULT_LISTENER.name());
         assert_eq!(word("driver"), DEFAULT_DRIVER.name());
         assert_eq!(float("startup_timeout"), DEFAULT_STARTUP_TIMEOUT_S);
@@ -471,8 +475,8 @@ mod tests {
         assert_eq!(float("send_timeout"), DEFAULT_SEND_TIMEOUT_S);
         assert_eq!(float("lingering_time"), DEFAULT_LINGERING_TIME_S);
         assert_eq!(float("lingering_timeout"), DEFAULT_LINGERING_TIMEOUT_S);
-        assert_eq!(int("lingering_bytes"), DEFAULT_LINGERING_BYTES);
-        assert_eq!(int("max_head_bytes"), DEFAULT_MAX_HEAD_BYTES as u64);
+        assert_eq!(bytes("lingering_bytes"), DEFAULT_LINGERING_BYTES);
+        assert_eq!(bytes("max_head_bytes"), DEFAULT_MAX_HEAD_BYTES as u64);
         assert_eq!(int("max_headers"), DEFAULT_MAX_HEADERS as u64);
         assert_eq!(word("symlinks"), files::DEFAULT_SYMLINKS.name());
         assert_eq!(word("dotfiles"), files::DEFAULT_DOTFILES.name());
@@ -482,9 +486,9 @@ mod tests {
             int("file_cache_entries"),
             files::DEFAULT_FILE_CACHE_ENTRIES as u64
         );
-        assert_eq!(int("small_file_max"), files::DEFAULT_SMALL_FILE_MAX_BYTES);
+        assert_eq!(bytes("small_file_max"), files::DEFAULT_SMALL_FILE_MAX_BYTES);
         assert_eq!(
-            int("memory_cache_bytes"),
+            bytes("memory_cache_bytes"),
             files::DEFAULT_MEMORY_CACHE_BYTES as u64
         );
         assert_eq!(word("compress"), compression::DEFAULT_COMPRESS.name());
@@ -493,19 +497,19 @@ mod tests {
             Some(compression::DEFAULT_COMPRESS_TYPES.len())
         );
         assert_eq!(
-            int("compress_min_bytes"),
+            bytes("compress_min_bytes"),
             compression::DEFAULT_COMPRESS_MIN_BYTES
         );
         assert_eq!(
-            int("compress_max_bytes"),
+            bytes("compress_max_bytes"),
             compression::DEFAULT_COMPRESS_MAX_BYTES
         );
         assert_eq!(
-            int("compress_inline_max_bytes"),
+            bytes("compress_inline_max_bytes"),
             compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES
         );
         assert_eq!(
-            int("compress_cache_bytes"),
+            bytes("compress_cache_bytes"),
             compression::DEFAULT_COMPRESS_CACHE_BYTES
         );
         assert_eq!(
@@ -553,7 +557,7 @@ mod tests {
         .to_toml();
         let again = ok(toml::from_str(&first).unwrap()).to_toml();
         assert_eq!(again, first);
-        assert!(first.contains("force_timeout = 5.1\n"), "{first}");
+        assert!(first.contains("force_timeout = \"5.1s\"\n"), "{first}");
     }
 
     #[test]
@@ -575,7 +579,7 @@ mod tests {
             ),
             (
                 RawConfig {
-                    header_timeout: Some(-1.0),
+                    header_timeout: Some(Seconds(-1.0)),
                     ..raw()
                 },
                 "--header-timeout",
@@ -596,7 +600,7 @@ mod tests {
             ),
             (
                 RawConfig {
-                    max_head_bytes: Some(10),
+                    max_head_bytes: Some(Size(10)),
                     ..raw()
                 },
                 "--max-head-bytes",
@@ -641,16 +645,16 @@ mod tests {
     fn flags_override_file() {
         let file = RawConfig {
             workers: Some(WorkerCount::Count(2)),
-            drain_timeout: Some(3.0),
+            drain_timeout: Some(Seconds(3.0)),
             ..RawConfig::default()
         };
         let flags = RawConfig {
-            drain_timeout: Some(4.0),
+            drain_timeout: Some(Seconds(4.0)),
             ..RawConfig::default()
         };
         let m = file.merge(flags);
         assert_eq!(m.workers, Some(WorkerCount::Count(2)));
-        assert_eq!(m.drain_timeout, Some(4.0));
+        assert_eq!(m.drain_timeout, Some(Seconds(4.0)));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::units::{Seconds, Size, DURATION_FORMS};
 use super::{invalid, Error};
 
 /// One setting's names: how the file and the command line spell it.
@@ -169,9 +170,33 @@ impl Echo<bool> for bool {
     }
 }
 
-impl Echo<Option<f64>> for Duration {
-    fn echo(&self) -> Option<f64> {
-        Some(self.as_secs_f64())
+impl Echo<Option<Seconds>> for Duration {
+    fn echo(&self) -> Option<Seconds> {
+        Some(Seconds::from(*self))
+    }
+}
+
+impl Echo<Option<Seconds>> for Option<Duration> {
+    fn echo(&self) -> Option<Seconds> {
+        self.map(Seconds::from)
+    }
+}
+
+impl Echo<Option<Size>> for usize {
+    fn echo(&self) -> Option<Size> {
+        Some(Size(*self as u64))
+    }
+}
+
+impl Echo<Option<Size>> for u64 {
+    fn echo(&self) -> Option<Size> {
+        Some(Size(*self))
+    }
+}
+
+impl Echo<Option<Size>> for Option<u64> {
+    fn echo(&self) -> Option<Size> {
+        self.map(Size)
     }
 }
 
@@ -246,19 +271,21 @@ impl Echo<Option<PathBuf>> for Option<PathBuf> {
 /// The longest timeout most settings accept: a day.
 pub(crate) const DAY: f64 = 86_400.0;
 
-/// `rule` applied to the value given, else to `default`.
-pub(crate) fn or<T, U>(
+/// `rule` applied to the value given, else to `default`. The value as
+/// written may be a wrapper of what the rule reads (a [`Size`] of bytes, a
+/// [`Seconds`]), so rules and defaults stay plain numbers.
+pub(crate) fn or<W: Into<T>, T, U>(
     default: T,
     rule: impl FnOnce(Field, T) -> Result<U, Error>,
-) -> impl FnOnce(Field, Option<T>) -> Result<U, Error> {
-    move |field, v| rule(field, v.unwrap_or(default))
+) -> impl FnOnce(Field, Option<W>) -> Result<U, Error> {
+    move |field, v| rule(field, v.map_or(default, Into::into))
 }
 
 /// `rule` applied to the value if one is given; unset stays unset.
-pub(crate) fn optional<T, U>(
+pub(crate) fn optional<W: Into<T>, T, U>(
     rule: impl FnOnce(Field, T) -> Result<U, Error>,
-) -> impl FnOnce(Field, Option<T>) -> Result<Option<U>, Error> {
-    move |field, v| v.map(|v| rule(field, v)).transpose()
+) -> impl FnOnce(Field, Option<W>) -> Result<Option<U>, Error> {
+    move |field, v| v.map(|v| rule(field, v.into())).transpose()
 }
 
 /// The value as written: its type is its whole rule.
@@ -294,13 +321,17 @@ pub(crate) fn within(
     }
 }
 
-/// A number of seconds in `(0, max]`.
+/// A duration in `(0, max]` seconds.
 pub(crate) fn seconds(max: f64) -> impl FnOnce(Field, f64) -> Result<Duration, Error> {
     move |field, v| {
         if v.is_finite() && v > 0.0 && v <= max {
             Ok(Duration::from_secs_f64(v))
         } else {
-            Err(field.invalid(format!("{v} is not a number of seconds in (0, {max}]")))
+            Err(field.invalid(format!(
+                "{} is not a duration in (0, {}]; write {DURATION_FORMS}",
+                Seconds(v),
+                Seconds(max)
+            )))
         }
     }
 }
@@ -334,10 +365,10 @@ mod tests {
 
     #[test]
     fn or_supplies_the_default_and_optional_keeps_unset() {
-        assert_eq!(or(5, as_is)(F, None).unwrap(), 5);
+        assert_eq!(or(5, as_is)(F, None::<i32>).unwrap(), 5);
         assert_eq!(or(5, as_is)(F, Some(6)).unwrap(), 6);
-        assert_eq!(optional(positive)(F, None).unwrap(), None);
-        let e = optional(positive)(F, Some(0)).unwrap_err().to_string();
+        assert_eq!(optional(positive)(F, None::<u64>).unwrap(), None);
+        let e = optional(positive)(F, Some(0u64)).unwrap_err().to_string();
         assert_eq!(e, "--some-key: 0 is not allowed; use 1 or more");
     }
 
@@ -348,7 +379,7 @@ mod tests {
             let e = seconds(DAY)(F, bad).unwrap_err().to_string();
             assert!(e.starts_with("--some-key: "), "{e}");
             assert!(
-                e.ends_with("is not a number of seconds in (0, 86400]"),
+                e.contains("is not a duration in (0, 1d]; write seconds"),
                 "{e}"
             );
         }
@@ -363,8 +394,8 @@ mod tests {
 
     #[test]
     fn durations_echo_as_seconds_and_absent_values_stay_absent() {
-        let s: Option<f64> = Duration::from_millis(250).echo();
-        assert_eq!(s, Some(0.25));
+        let s: Option<Seconds> = Duration::from_millis(250).echo();
+        assert_eq!(s, Some(Seconds(0.25)));
         let admin: Option<String> = None::<SocketAddr>.echo();
         assert_eq!(admin, None);
     }

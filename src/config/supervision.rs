@@ -91,17 +91,18 @@ pub(super) fn force_timeout(
 mod tests {
     use crate::config::tests::{err, raw, set};
     use crate::config::RawConfig;
+    use crate::config::Seconds;
 
     #[test]
     fn force_must_exceed_drain() {
         let r = RawConfig {
-            drain_timeout: Some(5.0),
-            force_timeout: Some(5.0),
+            drain_timeout: Some(Seconds(5.0)),
+            force_timeout: Some(Seconds(5.0)),
             ..raw()
         };
         assert!(err(r).starts_with("--force-timeout"));
         let r = RawConfig {
-            drain_timeout: Some(1.0),
+            drain_timeout: Some(Seconds(1.0)),
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
@@ -111,13 +112,13 @@ mod tests {
     #[test]
     fn force_left_out_follows_the_drain_and_stops_at_a_day() {
         let r = RawConfig {
-            drain_timeout: Some(0.1),
+            drain_timeout: Some(Seconds(0.1)),
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
         assert_eq!(c.force_timeout.as_secs_f64(), 5.1);
         let r = RawConfig {
-            drain_timeout: Some(86_399.0),
+            drain_timeout: Some(Seconds(86_399.0)),
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();

@@ -133,6 +133,7 @@ mod tests {
     use super::*;
     use crate::config::tests::{err, ok, raw};
     use crate::config::RawConfig;
+    use crate::config::Seconds;
 
     fn tls(r: RawConfig) -> RawConfig {
         RawConfig {
@@ -188,12 +189,12 @@ mod tests {
     fn timers_are_bounded_by_a_week() {
         let r = RawConfig {
             tls_self_signed: true,
-            tls_ticket_rotate: Some(WEEK + 1.0),
+            tls_ticket_rotate: Some(Seconds(WEEK + 1.0)),
             ..tls(raw())
         };
         assert_eq!(
             err(r),
-            "--tls-ticket-rotate: 604801 is not a number of seconds in (0, 604800]"
+            "--tls-ticket-rotate: 604801s is not a duration in (0, 7d]; write seconds, or with units: 500ms, 30s, 2m, 1h, 1m30s"
         );
     }
 }

@@ -16,9 +16,9 @@ use super::raw::{field, Checked};
 use super::setting::{Echo, Field};
 use super::Error;
 
-/// One worker: a first run is small and predictable; `auto` scales to the
-/// physical cores.
-pub const DEFAULT_WORKERS: u64 = 1;
+/// One worker per physical core of the process's CPU set: what the server is
+/// for (thread per core), and what a first run should show; `1` is a choice.
+pub const DEFAULT_WORKERS: &str = "auto";
 /// io_uring where the kernel allows it, so the server starts anywhere.
 pub const DEFAULT_DRIVER: DriverChoice = DriverChoice::Auto;
 /// Most workers accepted (far above any core count we pin to).

@@ -58,13 +58,13 @@ impl AppBuilder {
 
     /// `--max-body-bytes N`.
     pub fn max_body_bytes(mut self, n: u64) -> Self {
-        self.raw.max_body_bytes = Some(n);
+        self.raw.max_body_bytes = Some(n.into());
         self
     }
 
     /// `--body-timeout SECONDS`.
     pub fn body_timeout(mut self, t: Duration) -> Self {
-        self.raw.body_timeout = Some(t.as_secs_f64());
+        self.raw.body_timeout = Some(t.into());
         self
     }
 
@@ -167,7 +167,7 @@ impl AppServer {
                 workers: Some(WorkerCount::Count(1)),
                 no_pin: true,
                 isolation: Some(Isolation::Thread),
-                drain_timeout: Some(DRAIN_TIMEOUT_S),
+                drain_timeout: Some(DRAIN_TIMEOUT_S.into()),
                 ..RawConfig::default()
             },
         }

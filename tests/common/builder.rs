@@ -1,7 +1,8 @@
 //! [`Builder`]: what a [`TestServer`] is started with, and starting it.
 //!
-//! Owns the command line (`serve ROOT --bind 127.0.0.1:0 --no-pin` unless
-//! told otherwise, then the options asked for, then extra arguments), the
+//! Owns the command line (`serve ROOT --bind 127.0.0.1:0 --no-pin
+//! --workers 1` unless told otherwise, then the options asked for, then
+//! extra arguments), the
 //! temp docroot and the files written into it, the environment (the
 //! [`Tag`], fault injection), an inherited systemd socket, and the process
 //! group. Does not own the running process (`server`).
@@ -59,6 +60,7 @@ pub struct Builder {
     identity: Option<Identity>,
     admin: bool,
     pinned: bool,
+    auto_workers: bool,
     driver: Option<String>,
     isolation: Option<String>,
     child_watch: Option<String>,
@@ -139,6 +141,13 @@ impl Builder {
     /// Leave out `--no-pin` (the test passes its own `--cpus`/`--workers`).
     pub fn pinned(mut self) -> Self {
         self.pinned = true;
+        self
+    }
+
+    /// Leave out `--workers 1`: the server's default, one worker per
+    /// physical core.
+    pub fn default_workers(mut self) -> Self {
+        self.auto_workers = true;
         self
     }
 
@@ -271,6 +280,13 @@ impl Builder {
         }
         if !self.pinned {
             cmd.arg("--no-pin");
+        }
+        // One worker unless the test says how many (a flag, or its config
+        // file): the server's default is one per physical core, and the
+        // suite's counts and timings must not depend on the machine's.
+        let says = |flag: &str| self.args.iter().any(|a| a.as_os_str() == flag);
+        if !self.auto_workers && !says("--workers") && !says("--config") {
+            cmd.args(["--workers", "1"]);
         }
         for (flag, value) in [
             ("--driver", &self.driver),
