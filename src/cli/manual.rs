@@ -20,9 +20,9 @@
 //! 5. EXIT STATUS, SEE ALSO, and clap_mangen's VERSION.
 //!
 //! Each part written with roff (clap_mangen's and ours) opens with roff's
-//! two-line apostrophe preamble (`.ie \n(.g .ds Aq \(aq`); repeating it only
-//! defines the same string again, so the parts are written one after the
-//! other rather than spliced.
+//! two-line apostrophe preamble (`.ie \n(.g .ds Aq \(aq`), which defines the
+//! `\*(Aq` the text uses for `'`. The page keeps the first one, at its top,
+//! and drops the repeats, which would only define the same string again.
 
 use std::io::{self, Write};
 
@@ -126,18 +126,34 @@ fn page(topic: Topic) -> String {
     out
 }
 
+/// roff's apostrophe preamble, as the roff crate writes it before every part
+/// it renders.
+const PREAMBLE: &str = ".ie \\n(.g .ds Aq \\(aq\n.el .ds Aq '\n";
+
 /// `servery man`: the roff source of servery(1).
 pub(crate) fn man(cmd: &Command, out: &mut dyn Write) -> io::Result<()> {
     let top = Man::new(cmd.clone());
-    top.render_title(out)?;
-    top.render_name_section(out)?;
-    top.render_synopsis_section(out)?;
-    description().to_writer(out)?;
-    commands(cmd).to_writer(out)?;
-    Man::new(ServeArgs::augment_args(Command::new("serve"))).render_options_section(out)?;
-    exit_status().to_writer(out)?;
-    see_also().to_writer(out)?;
-    top.render_version_section(out)
+    let mut page = Vec::new();
+    top.render_title(&mut page)?;
+    top.render_name_section(&mut page)?;
+    top.render_synopsis_section(&mut page)?;
+    description().to_writer(&mut page)?;
+    commands(cmd).to_writer(&mut page)?;
+    Man::new(ServeArgs::augment_args(Command::new("serve"))).render_options_section(&mut page)?;
+    exit_status().to_writer(&mut page)?;
+    see_also().to_writer(&mut page)?;
+    top.render_version_section(&mut page)?;
+    let page =
+        String::from_utf8(page).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    out.write_all(preamble_once(&page).as_bytes())
+}
+
+/// `page` with its first [`PREAMBLE`] kept and every later one removed.
+fn preamble_once(page: &str) -> String {
+    match page.split_once(PREAMBLE) {
+        Some((before, after)) => format!("{before}{PREAMBLE}{}", after.replace(PREAMBLE, "")),
+        None => page.to_owned(),
+    }
 }
 
 fn description() -> Roff {
@@ -278,7 +294,7 @@ mod tests {
         for flag in ["--tls-bind", "--tls-cert", "--tls-key", "--tls-self-signed"] {
             assert!(text.contains(flag), "{flag}: {text}");
         }
-        assert!(text.contains("[default: 3600]"), "{text}");
+        assert!(text.contains("[default: 1h]"), "{text}");
         assert!(
             !text.contains("--drain-timeout <"),
             "another topic's flag: {text}"
@@ -293,7 +309,7 @@ mod tests {
         assert!(text.contains("RUST_LOG"), "{text}");
         assert!(text.contains("--access-log <PATH|stderr|off>"), "{text}");
         assert!(text.contains("[default: off]"), "{text}");
-        assert!(text.contains("[default: 65536]"), "{text}");
+        assert!(text.contains("[default: 64KiB]"), "{text}");
     }
 
     #[test]
@@ -340,7 +356,28 @@ mod tests {
             let escaped = format!("\\-\\-{}", long.replace('-', "\\-"));
             assert!(roff.contains(&escaped), "--{long} is not in the man page");
         }
-        assert!(roff.contains("[default: 30]"), "defaults are shown");
+        assert!(roff.contains("[default: 30s]"), "defaults are shown");
+    }
+
+    #[test]
+    fn the_man_page_has_one_preamble_title_and_description() {
+        let mut out = Vec::new();
+        man(&cli(), &mut out).unwrap();
+        let roff = String::from_utf8(out).unwrap();
+        assert!(roff.starts_with(PREAMBLE), "{roff}");
+        assert_eq!(
+            roff.matches(".ds Aq").count(),
+            2,
+            "one .ie/.el pair:\n{roff}"
+        );
+        assert_eq!(roff.matches(".TH ").count(), 1, "{roff}");
+        assert_eq!(roff.matches(".SH DESCRIPTION").count(), 1, "{roff}");
+        assert_eq!(
+            roff.matches("servery serves the files under ROOT").count(),
+            1
+        );
+        // The string the preamble defines is still used, after it.
+        assert!(roff.find("\\*(Aq") > roff.find(PREAMBLE), "{roff}");
     }
 
     #[test]

@@ -63,20 +63,9 @@ impl Ticketer {
             .ok()
             .map(LessSafeKey::new)
     }
-}
 
-impl rustls::server::ProducesTickets for Ticketer {
-    fn enabled(&self) -> bool {
-        true
-    }
-
-    fn lifetime(&self) -> u32 {
-        // Valid through the next period (we accept current and previous).
-        self.period.as_secs().min(u64::from(u32::MAX / 2)) as u32 * 2
-    }
-
-    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
-        let period = self.now_period();
+    /// A ticket holding `plain`, under the key of `period`.
+    fn seal(&self, period: u64, plain: &[u8]) -> Option<Vec<u8>> {
         let key = self.key(period)?;
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
@@ -94,12 +83,13 @@ impl rustls::server::ProducesTickets for Ticketer {
         Some(out)
     }
 
-    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+    /// What `cipher` holds, if it is a ticket of period `now` or the one
+    /// before, sealed with this secret and untouched.
+    fn open(&self, cipher: &[u8], now: u64) -> Option<Vec<u8>> {
         if cipher.len() < 8 + NONCE_LEN + 16 {
             return None;
         }
         let period = u64::from_be_bytes(cipher[..8].try_into().ok()?);
-        let now = self.now_period();
         if period != now && period.checked_add(1) != Some(now) {
             return None;
         }
@@ -110,6 +100,25 @@ impl rustls::server::ProducesTickets for Ticketer {
             .open_in_place(nonce, Aad::from(&cipher[..8]), &mut body)
             .ok()?;
         Some(plain.to_vec())
+    }
+}
+
+impl rustls::server::ProducesTickets for Ticketer {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        // Valid through the next period (we accept current and previous).
+        self.period.as_secs().min(u64::from(u32::MAX / 2)) as u32 * 2
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.seal(self.now_period(), plain)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.open(cipher, self.now_period())
     }
 }
 
@@ -130,5 +139,22 @@ mod tests {
         let last = tampered.len() - 1;
         tampered[last] ^= 1;
         assert!(b.decrypt(&tampered).is_none());
+    }
+
+    #[test]
+    fn a_ticket_opens_in_its_period_and_the_next_only() {
+        let t = Ticketer::new([7; 32], Duration::from_secs(3600));
+        let ticket = t.seal(100, b"session state").unwrap();
+        assert_eq!(t.open(&ticket, 100).unwrap(), b"session state");
+        assert_eq!(t.open(&ticket, 101).unwrap(), b"session state");
+        assert!(t.open(&ticket, 102).is_none(), "two rotations later");
+        assert!(t.open(&ticket, 99).is_none(), "from the future");
+        // The period is authenticated: relabelling a ticket does not
+        // extend its life.
+        let mut relabelled = ticket.clone();
+        relabelled[..8].copy_from_slice(&101u64.to_be_bytes());
+        assert!(t.open(&relabelled, 102).is_none());
+        // The lifetime clients are told covers both periods.
+        assert_eq!(t.lifetime(), 7200);
     }
 }
