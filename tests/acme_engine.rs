@@ -6,7 +6,12 @@
 //! `TcpListener`, TLS-ALPN-01 answers from a rustls server offering only
 //! `acme-tls/1`, both on 127.0.0.1 free ports that pebble's VA is told to
 //! use; what the engine reports arrives on a channel. Each test skips (a
-//! `SKIPPED:` line) where pebble cannot be installed.
+//! `SKIPPED:` line on the terminal) where pebble cannot be installed.
+//!
+//! Short-lived certificates renew on the engine's own timer, which a loaded
+//! machine can put ahead of the test: a test that must act between two
+//! attempts holds the engine in the responder's `issued` until it has
+//! (`Server::hold`), instead of counting on being quicker than the timer.
 
 mod common;
 
@@ -52,6 +57,10 @@ struct Server {
     http: Answers<String>,
     tls: Answers<Arc<CertifiedKey>>,
     events: Mutex<Sender<Event>>,
+    /// When set, the next `issued` holds the engine's thread until the
+    /// test sends on (or drops) the other end: the engine's next attempt
+    /// then starts after whatever the test did meanwhile.
+    hold: Mutex<Option<Receiver<()>>>,
 }
 
 impl Responder for Server {
@@ -86,6 +95,10 @@ impl Responder for Server {
 
     fn issued(&self, site: &str, cert: &Certificate) {
         self.send(Event::Issued(site.to_owned(), Box::new(cert.clone())));
+        let hold = self.hold.lock().unwrap().take();
+        if let Some(released) = hold {
+            let _ = released.recv();
+        }
     }
 
     fn failed(&self, site: &str, error: &Error, retry_in: Duration) {
@@ -239,6 +252,7 @@ impl World {
             http: Arc::default(),
             tls: Arc::default(),
             events: Mutex::new(tx),
+            hold: Mutex::default(),
         });
         let listeners = listen(&server);
         let pebble = Pebble::start(PebbleOptions {
@@ -418,11 +432,16 @@ fn a_failed_validation_reports_the_cas_detail_and_keeps_the_old_certificate() {
     let Some(w) = World::start(Duration::from_secs(12)) else {
         return;
     };
+    // The engine waits in `issued` until the DNS answer is switched, so
+    // its renewal (due about 7 s later, and a loaded machine may take that
+    // long to get here) is validated against 127.0.0.2, where nothing
+    // listens.
+    let (release, held) = channel();
+    *w.server.hold.lock().unwrap() = Some(held);
     let manager = w.manager(Challenge::Http01);
     let first = w.issued(ISSUE);
-    // The renewal (due after 8 s) is validated against 127.0.0.2, where
-    // nothing listens.
     w.pebble.set_default_ipv4("127.0.0.2");
+    drop(release);
     let (outcome, published, withdrawn) = w.next_outcome(Duration::from_secs(30));
     let Event::Failed(site, error, retry_in) = outcome else {
         panic!("expected a failure, got {outcome:?}");

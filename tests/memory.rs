@@ -245,11 +245,11 @@ fn ensure_nofile(need: u64) -> bool {
 /// connection must stay within [`IDLE_BYTES_PER_CONNECTION`].
 fn idle_keepalive_cost(driver: &str, name: &str, len: usize) {
     if !ensure_nofile(IDLE_NOFILE_NEEDED) {
-        eprintln!(
-            "memory: SKIPPED: RLIMIT_NOFILE {:?} (soft, hard) is below the {IDLE_NOFILE_NEEDED} \
-             this test needs, and could not be raised",
+        common::skipped(&format!(
+            "RLIMIT_NOFILE {:?} (soft, hard) is below the {IDLE_NOFILE_NEEDED} this test \
+             needs, and could not be raised",
             nofile_limits()
-        );
+        ));
         return;
     }
     let root = docroot(&[(name, len)]);

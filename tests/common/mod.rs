@@ -28,7 +28,7 @@
 //!   over both protocols with the answers compared.
 //! - `pebble`: [`pebble::Pebble`], Let's Encrypt's test ACME CA and its
 //!   mock DNS on free ports, for the ACME engine's suite (skipped with a
-//!   `SKIPPED:` line when pebble cannot be installed).
+//!   [`skipped`] line when pebble cannot be installed).
 //! - `process`: finding a test's processes by a tag in their environment,
 //!   `/proc` readers, and running a command to completion with a bound.
 //! - here: the constants every file shares, [`variant_tests!`] and
@@ -112,6 +112,21 @@ macro_rules! driver_tests {
     ($($names:tt)*) => {
         variant_tests!([uring = "uring", epoll = "epoll"] [$($names)*]);
     };
+}
+
+/// Tell the person running the tests that the current test is skipped, and
+/// why: a `SKIPPED: <test>: <why>` line written straight to stderr, since
+/// libtest captures only the print macros and would otherwise show a bare
+/// `ok`. For what is decided at run time (pebble installed when the test
+/// runs, a file limit); a tool whose presence is known at build time is
+/// `#[ignore]`d with its reason instead (`build.rs`, `tests/h2spec.rs`).
+#[allow(dead_code)]
+pub fn skipped(why: &str) {
+    use std::io::Write as _;
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    let line = format!("SKIPPED: {test}: {why}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// A port that was free a moment ago (for tests that must know the port

@@ -1,8 +1,9 @@
 //! pebble, Let's Encrypt's test ACME CA, with pebble-challtestsrv as its
 //! DNS server, both on 127.0.0.1 free ports, for the ACME engine's suite.
 //!
-//! Owns: finding the binaries (`PEBBLE_BIN_DIR`, `PATH`,
-//! `target/tools/pebble/usr/bin`, else `scripts/install-pebble.sh`), the
+//! Owns: finding the binaries (`PEBBLE_BIN_DIR` alone when set; else
+//! `PATH`, `target/tools/pebble/usr/bin`, else `scripts/install-pebble.sh`),
+//! saying that a test is skipped without them, the
 //! TLS certificate of pebble's own HTTPS listeners (a CA and a
 //! `localhost`/127.0.0.1 leaf made with rcgen; the client trusts
 //! [`Pebble::roots_pem`]), pebble's config, the mock DNS answers
@@ -13,6 +14,17 @@
 //!
 //! Flow: [`Pebble::start`] → `None` (and a `SKIPPED:` line) if pebble cannot
 //! be had → the test returns; else the directory answers and the test runs.
+//!
+//! Skips are decided at run time, because that is when the binaries are
+//! installed, and stable libtest can only ignore a test by an attribute
+//! fixed at compile time (h2spec, whose place is fixed, is decided by
+//! `build.rs` and shows as `ignored`). So a skipped test still ends `ok`,
+//! and its `SKIPPED: <test>: pebble unavailable: <why>` line is written
+//! straight to the process's stderr: libtest captures the print macros
+//! (`println!`, `eprintln!`) of a passing test and drops their output, but
+//! not writes to `std::io::stderr()` itself (checked with Rust 1.95), so the
+//! line shows in `cargo test`'s output next to the `ok`.
+//! `PEBBLE_BIN_DIR=/an/empty/dir cargo test --test acme` shows it.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -55,13 +67,14 @@ pub struct Pebble {
 const START: Duration = Duration::from_secs(15);
 
 impl Pebble {
-    /// Start both, or `None` (printing `SKIPPED: pebble unavailable: …`)
-    /// when the binaries cannot be found or installed.
+    /// Start both, or `None` (writing `SKIPPED: <test>: pebble
+    /// unavailable: …` to the terminal) when the binaries cannot be found or
+    /// installed.
     pub fn start(options: PebbleOptions) -> Option<Pebble> {
         let bin = match bin_dir() {
             Ok(bin) => bin,
             Err(why) => {
-                println!("SKIPPED: pebble unavailable: {why}");
+                super::skipped(&format!("pebble unavailable: {why}"));
                 return None;
             }
         };
@@ -282,10 +295,16 @@ fn bin_dir() -> Result<PathBuf, String> {
 fn find_or_install() -> Result<PathBuf, String> {
     let has_both = |d: &Path| d.join("pebble").is_file() && d.join("pebble-challtestsrv").is_file();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(d) = std::env::var_os("PEBBLE_BIN_DIR") {
-        candidates.push(d.into());
+    // A directory named by the caller is the only one used: no other pebble
+    // is picked up or installed instead (an empty one skips the suite).
+    if let Some(d) = std::env::var_os("PEBBLE_BIN_DIR").map(PathBuf::from) {
+        if has_both(&d) {
+            return Ok(d);
+        }
+        let why = "has no pebble and pebble-challtestsrv";
+        return Err(format!("PEBBLE_BIN_DIR={} {why}", d.display()));
     }
+    let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path));
     }
