@@ -3,8 +3,9 @@
 # wrk on another CPU, keep-alive, the same file from the same temp docroot.
 #
 # Flow:
-#   1. Parse options, check tools, build target/release/servery if it is
-#      missing or older than the sources.
+#   1. Parse options, check tools, build target/release-lto/servery (the
+#      measured profile: fat LTO, one codegen unit) if it is missing or older
+#      than the sources.
 #   2. Make a temp docroot with one random file per case, record machine and
 #      software identity.
 #   3. For each case, for each trial, for each server in turn (A B A B, never
@@ -148,7 +149,7 @@ if [[ " ${servers[*]} " == *" servery "* ]]; then
 	if [[ -n $servery_bin ]]; then
 		[[ -x $servery_bin ]] || die "--servery-bin '$servery_bin' is not an executable"
 	else
-		servery_bin=${CARGO_TARGET_DIR:-$repo/target}/release/servery
+		servery_bin=${CARGO_TARGET_DIR:-$repo/target}/release-lto/servery
 		stale=""
 		if [[ -x $servery_bin ]]; then
 			stale=$(find "$repo/src" "$repo/Cargo.toml" "$repo/Cargo.lock" \
@@ -156,8 +157,8 @@ if [[ " ${servers[*]} " == *" servery "* ]]; then
 		fi
 		if [[ ! -x $servery_bin || -n $stale ]]; then
 			need_cmd cargo "install Rust (https://rustup.rs) to build servery"
-			log "building servery (cargo build --release --bin servery)"
-			(cd "$repo" && cargo build --release --bin servery) >&2 ||
+			log "building servery (cargo build --profile release-lto --bin servery)"
+			(cd "$repo" && cargo build --profile release-lto --bin servery) >&2 ||
 				die "cargo build failed"
 			[[ -x $servery_bin ]] || die "cargo build made no $servery_bin"
 		fi

@@ -4,7 +4,8 @@
 # comparison, --isolation thread with the same counts.
 #
 # Flow:
-#   1. Parse options, build target/release/servery if it is missing or older
+#   1. Parse options, build target/release-lto/servery (the measured profile:
+#      fat LTO, one codegen unit) if it is missing or older
 #      than the sources.
 #   2. Make a temp docroot with one small file; record machine, kernel,
 #      commit and binary hash.
@@ -84,7 +85,7 @@ need_cmd python3 "install Python 3"
 if [[ -n $servery_bin ]]; then
 	[[ -x $servery_bin ]] || die "--servery-bin '$servery_bin' is not an executable"
 else
-	servery_bin=${CARGO_TARGET_DIR:-$repo/target}/release/servery
+	servery_bin=${CARGO_TARGET_DIR:-$repo/target}/release-lto/servery
 	stale=""
 	if [[ -x $servery_bin ]]; then
 		stale=$(find "$repo/src" "$repo/Cargo.toml" "$repo/Cargo.lock" \
@@ -92,8 +93,8 @@ else
 	fi
 	if [[ ! -x $servery_bin || -n $stale ]]; then
 		need_cmd cargo "install Rust (https://rustup.rs) to build servery"
-		log "building servery (cargo build --release --bin servery)"
-		(cd "$repo" && cargo build --release --bin servery) >&2 || die "cargo build failed"
+		log "building servery (cargo build --profile release-lto --bin servery)"
+		(cd "$repo" && cargo build --profile release-lto --bin servery) >&2 || die "cargo build failed"
 		[[ -x $servery_bin ]] || die "cargo build made no $servery_bin"
 	fi
 fi

@@ -9,9 +9,10 @@
 #
 # build puts into one git-ignored folder (kit/ at the repository root,
 # ignored by .gitignore):
-#   kit/bin/      servery, examples/hello and servery-load, release builds
-#                 with the debug info stripped (the code is the same bytes a
-#                 plain `cargo build --release` makes; their SHA-256s are in
+#   kit/bin/      servery, examples/hello and servery-load, built in the
+#                 measured profile (`--profile release-lto`: fat LTO, one
+#                 codegen unit) with the debug info stripped (the code is the
+#                 same bytes `cargo build --profile release-lto` makes; their SHA-256s are in
 #                 the manifest and in every matrix artifact). servery-load is
 #                 also the docroot generator (`servery-load docroot DIR`),
 #                 the load generator and the matrix.
@@ -168,15 +169,15 @@ build() {
 	[[ $(uname -m) == x86_64 ]] || die "the lent machine is x86-64; build the kit on x86-64"
 	target=${CARGO_TARGET_DIR:-$root/target}
 	[[ $target == /* ]] || target=$root/$target
-	release=$target/release
+	release=$target/release-lto
 	# servery on its own, as the matrix builds it (an example beside it would
 	# unify the examples' dev-dependency features into the measured binary).
-	log "cargo build --release --bin servery"
-	(cd "$root" && cargo build --release --bin servery)
-	log "cargo build --release --example hello"
-	(cd "$root" && cargo build --release --example hello)
-	log "cargo build --release -p servery-bench --bin servery-load"
-	(cd "$root" && cargo build --release -p servery-bench --bin servery-load)
+	log "cargo build --profile release-lto --bin servery"
+	(cd "$root" && cargo build --profile release-lto --bin servery)
+	log "cargo build --profile release-lto --example hello"
+	(cd "$root" && cargo build --profile release-lto --example hello)
+	log "cargo build --profile release-lto -p servery-bench --bin servery-load"
+	(cd "$root" && cargo build --profile release-lto -p servery-bench --bin servery-load)
 
 	rm -rf "$kit"
 	mkdir -p "$kit/bin" "$kit/debs"
@@ -243,7 +244,7 @@ build() {
 		(cd "$kit" && for f in bin/* debs/*; do
 			printf '  %s %s %s\n' "$f" "$(stat -c %s "$f")" "$(sha256_of "$f")"
 		done)
-		printf '\nunstripped (target/release), sha256:\n'
+		printf '\nunstripped (target/release-lto), sha256:\n'
 		for bin in servery examples/hello servery-load; do
 			printf '  %s %s\n' "$bin" "$(sha256_of "$release/$bin")"
 		done

@@ -57,7 +57,7 @@ for name in ("a.js", "s.js"):
     open(f"{sys.argv[2]}/{name}", "wb").write(body)
 PY
 port=$((20000 + RANDOM % 20000))
-"$servery" serve "$root" --bind "127.0.0.1:$port" >/dev/null 2>&1 &
+"$servery" serve "$root" --workers 1 --bind "127.0.0.1:$port" >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a.js" -o /dev/null && break; sleep 0.05; done
 curl -sf -H 'Accept-Encoding: gzip' "http://127.0.0.1:$port/a.js" -o "$root/s.js.gz"

@@ -17,6 +17,8 @@ pub mod peer;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
+use tracing_subscriber::filter::Targets;
+
 /// Every worker slot's counters, as the admin endpoint reads them; grows if
 /// a reload adds workers.
 pub type StatsTable = std::sync::Arc<std::sync::RwLock<Vec<std::sync::Arc<WorkerStats>>>>;
@@ -416,16 +418,34 @@ impl PhaseCell {
 /// and so get the same subscriber, with a count and a budget of their own.
 /// (rustls is built without its `logging` feature: it would log a WARN line
 /// per client for oddities such as an IP address sent as SNI.)
+///
+/// `RUST_LOG` takes a level and `target=level` directives (`info`,
+/// `warn,servery::worker=debug`): `tracing_subscriber`'s `Targets`, which
+/// needs no regex engine (`EnvFilter`'s span and field matching cost the
+/// first build two regex crates). One that does not parse is reported and
+/// the default is used.
 pub fn init_logging(default: &str) {
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let fallback = || default.parse::<Targets>().unwrap_or_default();
+    let written = std::env::var("RUST_LOG").ok().filter(|v| !v.trim().is_empty());
+    let (filter, refused) = match written.as_deref().map(str::parse::<Targets>) {
+        Some(Ok(filter)) => (filter, None),
+        Some(Err(e)) => (fallback(), Some(e)),
+        None => (fallback(), None),
+    };
     let colour = colour(
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
         std::env::var_os("NO_COLOR").as_deref(),
     );
     let _ = subscriber(filter, std::io::stderr, colour).try_init();
+    if let (Some(e), Some(written)) = (refused, written) {
+        tracing::warn!(
+            "RUST_LOG={written:?} is not a filter ({e}); write a level or target=level \
+             directives, e.g. info or warn,servery::worker=debug; using {default}"
+        );
+    }
 }
+
 
 /// Whether log lines carry colour codes: only on a terminal, and not when
 /// `NO_COLOR` is set to anything (no-color.org). A file, a pipe or the
@@ -438,7 +458,7 @@ fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
 /// and the [`peer::Budget`] decide what is printed; [`peer::Count`] counts
 /// peer misbehaviour whatever `filter` says.
 pub(crate) fn subscriber<W>(
-    filter: tracing_subscriber::EnvFilter,
+    filter: Targets,
     writer: W,
     colour: bool,
 ) -> impl tracing::Subscriber + Send + Sync + 'static

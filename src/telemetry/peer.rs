@@ -279,7 +279,7 @@ mod tests {
     /// (the statics): any other would race it.
     #[test]
     fn peer_warnings_are_all_counted_but_printed_within_the_budget() {
-        use tracing_subscriber::EnvFilter;
+        use tracing_subscriber::filter::Targets;
         let flood = || {
             for _ in 0..100 {
                 tracing::warn!(target: "h2::proto::ping_pong", "recv PING ack that we never sent");
@@ -291,14 +291,14 @@ mod tests {
         let quiet = Capture::default();
         let sink = quiet.clone();
         let before = count();
-        let sub = crate::telemetry::subscriber(EnvFilter::new("off"), move || sink.clone(), false);
+        let sub = crate::telemetry::subscriber("off".parse::<Targets>().unwrap(), move || sink.clone(), false);
         tracing::subscriber::with_default(sub, flood);
         assert_eq!(count() - before, 100);
         assert_eq!(quiet.text(), "");
         // The default level: the window's allowance, and our own line.
         let out = Capture::default();
         let sink = out.clone();
-        let sub = crate::telemetry::subscriber(EnvFilter::new("warn"), move || sink.clone(), false);
+        let sub = crate::telemetry::subscriber("warn".parse::<Targets>().unwrap(), move || sink.clone(), false);
         tracing::subscriber::with_default(sub, flood);
         assert_eq!(count() - before, 200);
         let text = out.text();

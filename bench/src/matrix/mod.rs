@@ -103,7 +103,7 @@ pub struct Options {
     pub budget: Option<Duration>,
     pub server_cpus: Option<CpuSet>,
     pub client_cpus: Option<CpuSet>,
-    /// Prebuilt binaries; when absent the matrix runs `cargo build --release` for those its
+    /// Prebuilt binaries; when absent the matrix runs `cargo build --profile release-lto` for those its
     /// lineup needs.
     pub servery_bin: Option<PathBuf>,
     pub hello_bin: Option<PathBuf>,

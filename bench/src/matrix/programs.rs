@@ -9,10 +9,13 @@
 //! Flow:
 //! 1. The matrix asks [`resolve`] for the programs its lineup needs.
 //! 2. A program given with its flag is taken as is. Otherwise, if its source is in the
-//!    checkout, it is built: `cargo build --release --bin servery` on its own, so the measured
-//!    servery is the binary a plain `cargo build --release` makes (building it beside the
-//!    examples would unify the examples' dev-dependency features into it), then every needed
-//!    example in one `cargo build --release --example ...`.
+//!    checkout, it is built in the measured profile, [`PROFILE`] (fat LTO, one codegen unit;
+//!    `cargo build --release` is the quicker first-run build): `cargo build --profile
+//!    release-lto --bin servery` on its own, so the measured servery is the binary that
+//!    command makes alone (building it beside the examples would unify the examples'
+//!    dev-dependency features into it), then every needed example in one `cargo build
+//!    --profile release-lto --example ...`. Another profile's directory is never touched, so
+//!    a matrix run leaves `cargo build --release` with nothing to do.
 //! 3. Every given or built path must be a file. A program neither given nor in the checkout
 //!    is returned as unavailable, and the matrix leaves out the servers that need it.
 //! 4. nginx and h2o are looked up on `PATH` (and `/usr/sbin`), and so are the h2 scenarios'
@@ -89,12 +92,12 @@ impl Program {
         }
     }
 
-    /// Where `cargo build --release` leaves it under the target directory.
+    /// Where `cargo build --profile release-lto` leaves it under the target directory.
     fn artifact(self, target_dir: &Path) -> PathBuf {
         if self.is_example() {
-            target_dir.join("release/examples").join(self.target())
+            target_dir.join(PROFILE).join("examples").join(self.target())
         } else {
-            target_dir.join("release").join(self.target())
+            target_dir.join(PROFILE).join(self.target())
         }
     }
 }
@@ -209,9 +212,12 @@ pub fn resolve(options: &Options, needed: &[Program]) -> Result<(Programs, Vec<P
     Ok((programs, unavailable))
 }
 
-/// The `cargo build --release` arguments that build `group`.
+/// The cargo profile the matrix builds and measures (Cargo.toml: fat LTO, one codegen unit).
+pub const PROFILE: &str = "release-lto";
+
+/// The `cargo build --profile release-lto` arguments that build `group`.
 pub fn cargo_args(group: &[Program]) -> Vec<&'static str> {
-    let mut args = vec!["build", "--release"];
+    let mut args = vec!["build", "--profile", PROFILE];
     for program in group {
         args.push(if program.is_example() {
             "--example"
@@ -304,13 +310,14 @@ mod tests {
     fn servery_builds_alone_and_examples_together() {
         assert_eq!(
             cargo_args(&[Program::Servery]),
-            ["build", "--release", "--bin", "servery"]
+            ["build", "--profile", "release-lto", "--bin", "servery"]
         );
         assert_eq!(
             cargo_args(&[Program::Hello, Program::AxumTokio]),
             [
                 "build",
-                "--release",
+                "--profile",
+                "release-lto",
                 "--example",
                 "hello",
                 "--example",
@@ -324,15 +331,15 @@ mod tests {
         let t = Path::new("/t");
         assert_eq!(
             Program::Servery.artifact(t),
-            Path::new("/t/release/servery")
+            Path::new("/t/release-lto/servery")
         );
         assert_eq!(
             Program::AxumTokio.artifact(t),
-            Path::new("/t/release/examples/axum_tokio")
+            Path::new("/t/release-lto/examples/axum_tokio")
         );
         assert_eq!(
             Program::Upload.artifact(t),
-            Path::new("/t/release/examples/upload")
+            Path::new("/t/release-lto/examples/upload")
         );
     }
 
