@@ -427,7 +427,9 @@ impl PhaseCell {
 pub fn init_logging(default: &str) {
     use tracing_subscriber::util::SubscriberInitExt;
     let fallback = || default.parse::<Targets>().unwrap_or_default();
-    let written = std::env::var("RUST_LOG").ok().filter(|v| !v.trim().is_empty());
+    let written = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
     let (filter, refused) = match written.as_deref().map(str::parse::<Targets>) {
         Some(Ok(filter)) => (filter, None),
         Some(Err(e)) => (fallback(), Some(e)),
@@ -445,7 +447,6 @@ pub fn init_logging(default: &str) {
         );
     }
 }
-
 
 /// Whether log lines carry colour codes: only on a terminal, and not when
 /// `NO_COLOR` is set to anything (no-color.org). A file, a pipe or the

@@ -291,14 +291,22 @@ mod tests {
         let quiet = Capture::default();
         let sink = quiet.clone();
         let before = count();
-        let sub = crate::telemetry::subscriber("off".parse::<Targets>().unwrap(), move || sink.clone(), false);
+        let sub = crate::telemetry::subscriber(
+            "off".parse::<Targets>().unwrap(),
+            move || sink.clone(),
+            false,
+        );
         tracing::subscriber::with_default(sub, flood);
         assert_eq!(count() - before, 100);
         assert_eq!(quiet.text(), "");
         // The default level: the window's allowance, and our own line.
         let out = Capture::default();
         let sink = out.clone();
-        let sub = crate::telemetry::subscriber("warn".parse::<Targets>().unwrap(), move || sink.clone(), false);
+        let sub = crate::telemetry::subscriber(
+            "warn".parse::<Targets>().unwrap(),
+            move || sink.clone(),
+            false,
+        );
         tracing::subscriber::with_default(sub, flood);
         assert_eq!(count() - before, 200);
         let text = out.text();

@@ -95,7 +95,10 @@ impl Program {
     /// Where `cargo build --profile release-lto` leaves it under the target directory.
     fn artifact(self, target_dir: &Path) -> PathBuf {
         if self.is_example() {
-            target_dir.join(PROFILE).join("examples").join(self.target())
+            target_dir
+                .join(PROFILE)
+                .join("examples")
+                .join(self.target())
         } else {
             target_dir.join(PROFILE).join(self.target())
         }
