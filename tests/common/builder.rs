@@ -2,8 +2,7 @@
 //!
 //! Owns the command line (`serve ROOT --bind 127.0.0.1:0 --no-pin
 //! --workers 1` unless told otherwise, then the options asked for, then
-//! extra arguments), the
-//! temp docroot and the files written into it, the environment (the
+//! extra arguments), the temp docroot and the files written into it, the environment (the
 //! [`Tag`], fault injection), an inherited systemd socket, and the process
 //! group. Does not own the running process (`server`).
 //!
@@ -254,6 +253,28 @@ impl Builder {
         TestServer::launch(child, root, own_root, tag, expect)
     }
 
+    /// Whether the test chose a worker count: `--workers`, or a `workers`
+    /// key in the file given with `--config`.
+    fn says_workers(&self) -> bool {
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            if arg == "--workers" {
+                return true;
+            }
+            if arg == "--config" {
+                let text = args
+                    .next()
+                    .and_then(|path| std::fs::read_to_string(path).ok())
+                    .unwrap_or_default();
+                let file: toml::Table = text.parse().unwrap_or_default();
+                if file.contains_key("workers") {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// The command line and environment.
     fn command(&self, root: &Path, tag: &Tag) -> Command {
         let program = self.program.as_deref().unwrap_or(Path::new(BIN));
@@ -282,10 +303,10 @@ impl Builder {
             cmd.arg("--no-pin");
         }
         // One worker unless the test says how many (a flag, or its config
-        // file): the server's default is one per physical core, and the
-        // suite's counts and timings must not depend on the machine's.
-        let says = |flag: &str| self.args.iter().any(|a| a.as_os_str() == flag);
-        if !self.auto_workers && !says("--workers") && !says("--config") {
+        // file's `workers`): the server's default is one per physical core,
+        // and the suite's counts, orders and timings must not depend on the
+        // machine's.
+        if !self.auto_workers && !self.says_workers() {
             cmd.args(["--workers", "1"]);
         }
         for (flag, value) in [
