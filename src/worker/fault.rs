@@ -1,8 +1,14 @@
-//! Test-only fault hooks, read from `SERVERY_TEST_FAULT`.
+//! Test-only fault hooks, read from `SERVERY_TEST_FAULT`, compiled in only
+//! with the `failpoints` cargo feature.
 //!
 //! The barrier tests need a worker that is slow to prepare or fails to.
-//! Only the test suites set the variable; an operator never does, and an
-//! unset or unparsable value injects nothing. Syntax: `;`-separated items,
+//! Only the test suites set the variable, and only builds with `failpoints`
+//! read it: the test suite turns the feature on (Cargo.toml's
+//! dev-dependency on servery itself), while `cargo build --release` leaves
+//! it off, so a release binary has no hook and not even the variable's name
+//! (every `for_worker` below is then a constant `None`, and the branches
+//! that act on it are compiled out). An unset or unparsable value injects
+//! nothing. Syntax: `;`-separated items,
 //! `delay-prepare=WORKER:MILLIS`, `fail-prepare=WORKER`,
 //! `ignore-drain=WORKER`, `hang-after-ready=WORKER`, `panic-on=TARGET`
 //! (every worker's handler call panics for requests to exactly TARGET), or
@@ -11,8 +17,18 @@
 
 use std::time::Duration;
 
-/// Environment variable the tests set.
-pub const ENV: &str = "SERVERY_TEST_FAULT";
+/// The fault specification the tests set, if this build reads one.
+#[inline]
+fn spec() -> Option<String> {
+    #[cfg(feature = "failpoints")]
+    {
+        std::env::var("SERVERY_TEST_FAULT").ok()
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        None
+    }
+}
 
 /// A fault injected into one worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,18 +45,18 @@ pub enum Fault {
 
 /// The fault (if any) configured for `worker`.
 pub fn for_worker(worker: usize) -> Option<Fault> {
-    parse(&std::env::var(ENV).ok()?, worker)
+    parse(&spec()?, worker)
 }
 
 /// The request target whose handler call panics, if configured.
 pub fn panic_target() -> Option<Box<str>> {
-    panic_target_in(&std::env::var(ENV).ok()?)
+    panic_target_in(&spec()?)
 }
 
 /// How long a worker process waits before applying an ACME update, if
 /// configured.
 pub fn acme_delay() -> Option<Duration> {
-    acme_delay_in(&std::env::var(ENV).ok()?)
+    acme_delay_in(&spec()?)
 }
 
 fn acme_delay_in(spec: &str) -> Option<Duration> {

@@ -398,6 +398,10 @@ async fn lifecycle<F: ServiceFactory>(
         monoio::spawn(flush_log(ctx.clone()));
     }
     life.enter(State::Running, None, None, 0);
+    // Held across the loop's awaits, so the optimiser cannot see it is
+    // always false without `failpoints`: the arm that reads it is compiled
+    // only with the feature.
+    #[cfg(feature = "failpoints")]
     let ignore_drain = matches!(
         fault::for_worker(init.index),
         Some(fault::Fault::IgnoreDrain)
@@ -460,6 +464,7 @@ async fn lifecycle<F: ServiceFactory>(
                 life.beat(seq);
                 false
             }
+            #[cfg(feature = "failpoints")]
             Some(Ok(Control::Drain)) | Some(Ok(Control::Abort)) if ignore_drain => {
                 tracing::warn!(
                     worker = init.index,
