@@ -17,9 +17,10 @@
 //!    after the head, again on each later read, until `is_done`.
 //! 3. The bytes after the last step's `consumed` are the next request's.
 
-use std::ops::Range;
-
 use super::chunked::{self, Trailers};
+// Defined beside the chunked decoder, the lower of the two, so neither
+// module imports the other's types both ways.
+pub use super::chunked::Step;
 use super::error::ParseError;
 use super::parse::{Head, TransferEncoding};
 
@@ -59,20 +60,6 @@ impl Framing {
             Framing::Chunked => Decoder::Chunked(Box::new(chunked::Decoder::new(max_body))),
         }
     }
-}
-
-/// What one call to a body decoder found in the bytes it was given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
-    /// Bytes of the input used from its start, framing and data alike: the
-    /// caller drops them. What follows is more body, or, once `done`, the
-    /// next request.
-    pub consumed: usize,
-    /// Where this step's body bytes lie in the input (within `..consumed`);
-    /// empty when it found none.
-    pub data: Range<usize>,
-    /// The body has ended: nothing after `consumed` belongs to it.
-    pub done: bool,
 }
 
 /// The body of the current request, from the bytes seen so far: what is

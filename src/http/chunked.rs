@@ -31,9 +31,24 @@
 //! other way would frame the body differently.
 
 use std::fmt;
+use std::ops::Range;
 
-use super::body::Step;
-use super::parse::{is_tchar, trim_ows};
+use super::token::{is_tchar, trim_ows};
+
+/// What one call to a body decoder (this one, or `body`'s counted one)
+/// found in the bytes it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Bytes of the input used from its start, framing and data alike: the
+    /// caller drops them. What follows is more body, or, once `done`, the
+    /// next request.
+    pub consumed: usize,
+    /// Where this step's body bytes lie in the input (within `..consumed`);
+    /// empty when it found none.
+    pub data: Range<usize>,
+    /// The body has ended: nothing after `consumed` belongs to it.
+    pub done: bool,
+}
 
 /// Longest chunk-size line accepted (size, extensions and CRLF). A size
 /// needs at most 16 digits; 4 KiB leaves room for extensions (hyper bounds

@@ -1,7 +1,7 @@
 //! HTTP/1.1 protocol core: request heads in, response heads out, no I/O.
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
-//! (`body`) and the chunked decoder under it (`chunked`), every refusal and the one place that answers it (`error`'s
+//! (`body`) and the chunked decoder under it (`chunked`), the token grammar they share (`token`), every refusal and the one place that answers it (`error`'s
 //! `on_error`), response serialisation (`response`) and the cached `Date`
 //! value (`date`). Does not own sockets, timeouts or the connection loop
 //! (`worker::conn`) nor what a request means (`app::Service`).
@@ -25,6 +25,7 @@ pub mod error;
 pub mod host;
 pub mod parse;
 pub mod response;
+pub mod token;
 
 pub use error::{on_error, ParseError, Refusal};
 pub use parse::{parse, Head, Limits, Method, TransferEncoding, Version};

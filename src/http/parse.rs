@@ -16,6 +16,7 @@
 
 use super::error::ParseError;
 use super::host;
+use super::token::{is_tchar, trim_ows};
 
 /// Bounds on a request head, from the validated config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,39 +405,6 @@ impl Codings {
         }
         Ok(TransferEncoding::Chunked)
     }
-}
-
-/// RFC 9110 §5.6.2: tchar, the bytes of a token.
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'.'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'|'
-                | b'~'
-        )
-}
-
-/// Strip optional whitespace (RFC 9110 §5.6.3: SP and HTAB) at both ends.
-pub(crate) fn trim_ows(mut v: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = v {
-        v = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = v {
-        v = rest;
-    }
-    v
 }
 
 #[cfg(test)]

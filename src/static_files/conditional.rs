@@ -11,7 +11,7 @@
 //!
 //! [`etag_for`] makes the strong ETag these comparisons are against.
 
-use crate::http::parse::trim_ows;
+use crate::http::token::trim_ows;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The request's precondition field values, raw as received; `None` when absent.

@@ -11,7 +11,7 @@
 //! Identity is never refused here: with `identity;q=0` and nothing else acceptable the file is
 //! still sent as-is, which RFC 9110 §12.5.3 permits in place of a 406.
 
-use crate::http::parse::trim_ows;
+use crate::http::token::trim_ows;
 /// A content coding we can serve from a precompressed sibling file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Coding {

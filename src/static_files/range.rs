@@ -10,7 +10,7 @@
 //! 3. Abusive sets (too many, overlapping, larger than the file) are ignored too, which §14.2
 //!    allows and which defends against amplification (CVE-2011-3192, "Apache Killer").
 
-use crate::http::parse::trim_ows;
+use crate::http::token::trim_ows;
 /// The most range-specs served; more and the header is ignored (nginx's `max_ranges` idea).
 /// 16 covers real clients (PDF viewers, media seeking) while bounding per-request part work.
 const MAX_RANGES: usize = 16;

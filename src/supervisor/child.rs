@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::member::Death;
+use super::types::Death;
 use super::Event;
 use crate::config::ChildWatchChoice;
 use crate::sys::pidfd::{self, ChildWatch};

@@ -31,24 +31,6 @@ use crate::telemetry::{Snapshot, WorkerStats};
 use crate::tls::identity::GenerationTls;
 use crate::worker::{self, Control, Report, Settings, State};
 
-/// How a worker ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Death {
-    /// Exited with this code (threads: 0 = Exited, 1 = Aborted).
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
-
-impl std::fmt::Display for Death {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Death::Code(c) => write!(f, "exit code {c}"),
-            Death::Signal(s) => write!(f, "signal {s}"),
-        }
-    }
-}
-
 /// What a new worker needs, whatever its kind.
 pub(crate) struct Spawn<'a, F> {
     pub generation: u64,

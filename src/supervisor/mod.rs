@@ -52,6 +52,7 @@ mod restart;
 mod shutdown;
 #[cfg(test)]
 mod tests;
+mod types;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,135 +65,13 @@ use crate::config::{Config, Isolation};
 use crate::net::{ListenerPlan, Source};
 use crate::sys::shm::SharedCounter;
 use crate::telemetry::admin::Admin;
-use crate::telemetry::{PhaseCell, Snapshot, StatsTable, WorkerStats};
-use crate::worker::{Driver, Report};
+use crate::telemetry::{PhaseCell, StatsTable, WorkerStats};
+use crate::worker::Driver;
 use child::ChildWatcher;
 use host::Live;
 use journal::Journal;
 use machine::Machine;
-pub use member::Death;
-
-/// Signals the binary forwards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// SIGTERM: drain and exit.
-    Terminate,
-    /// SIGINT: drain and exit; a second one exits at once.
-    Interrupt,
-    /// SIGHUP: rolling reload.
-    Hangup,
-    /// SIGUSR1: reopen the access log (logrotate's `postrotate`).
-    Reopen,
-}
-
-/// Everything the supervisor waits on, in one channel.
-#[derive(Debug)]
-pub enum Event {
-    /// A worker's transition or beat reply.
-    Worker {
-        generation: u64,
-        report: Report,
-        /// Boxed: the counters are most of the event's size.
-        snapshot: Option<Box<Snapshot>>,
-    },
-    /// A worker process was reaped.
-    Exited {
-        generation: u64,
-        slot: usize,
-        pid: u32,
-        death: Death,
-    },
-    Signal(Signal),
-    /// The supervisor's ACME published an answer or a certificate (already
-    /// in this process's table): worker processes are told, and `done`
-    /// (if any) hears once every one of them has it (`acks`).
-    Acme {
-        update: crate::sites::published::Update,
-        done: Option<std::sync::mpsc::Sender<()>>,
-    },
-    /// A worker process applied ACME update `seq`.
-    Applied {
-        generation: u64,
-        slot: usize,
-        seq: u64,
-    },
-}
-
-/// The supervisor's phases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// First generation passing its barrier.
-    Starting,
-    /// Serving.
-    Running,
-    /// A new generation passing its barrier (the old one serves).
-    Reloading,
-    /// Shutdown begun: DRAIN sent to every generation.
-    Draining,
-    /// A generation failed its barrier (at startup, or on reload while the
-    /// old one serves); its workers are being rolled back.
-    RollingBack,
-    /// All workers gone.
-    Stopped,
-}
-
-/// Why the server could not start or did not stop cleanly.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Listeners(#[from] crate::net::Error),
-    #[error("cannot start the admin listener on {addr}: {source}")]
-    Admin {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot watch worker processes: {0}")]
-    ChildWatch(std::io::Error),
-    #[error("cannot create the shared connection budget: {0}")]
-    Budget(std::io::Error),
-    #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::Error),
-    #[error("ACME: {0}")]
-    Acme(#[from] crate::acme::Error),
-    #[error("cannot open the access log {target}: {source}")]
-    AccessLog {
-        target: String,
-        source: std::io::Error,
-    },
-    #[error("cannot spawn worker {worker}: {source}")]
-    Spawn {
-        worker: usize,
-        source: std::io::Error,
-    },
-    #[error("worker {worker} failed: {reason}")]
-    WorkerFailed { worker: usize, reason: String },
-    #[error("worker {worker} exited during startup ({death})")]
-    WorkerExited { worker: usize, death: Death },
-    #[error("workers {workers:?} not {phase} within the startup timeout of {timeout:?}")]
-    StartupTimeout {
-        workers: Vec<usize>,
-        phase: &'static str,
-        timeout: Duration,
-    },
-    #[error("interrupted by {signal:?} during startup")]
-    Interrupted { signal: Signal },
-    #[error("second SIGINT: exiting without waiting for the drain")]
-    Abandoned,
-    #[error("drain timeout: {connections} connection(s) or worker(s) were cut")]
-    ConnectionsCut { connections: usize },
-    #[error("still running at the force timeout: {survivors}")]
-    Survivors { survivors: String },
-    #[error(
-        "crash loop: worker {worker} died {} in {window_s} s, last: {last}",
-        crate::plural::count(*.deaths, "time", "times")
-    )]
-    CrashLoop {
-        worker: usize,
-        deaths: usize,
-        window_s: u64,
-        last: Death,
-    },
-}
+pub use types::{Death, Error, Event, Phase, Signal};
 
 /// What the ready line reports.
 #[derive(Debug, Clone)]

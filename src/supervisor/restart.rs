@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use super::generation::{Rules, SlotState};
 use super::journal::Transition;
 use super::machine::{Host, Machine, Worker};
-use super::member::Death;
+use super::types::Death;
 use super::Error;
 
 /// Why a serving worker died unasked: the `reason` label of its restart.
