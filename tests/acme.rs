@@ -319,25 +319,26 @@ fn renews_and_keeps_the_certificate_when_a_renewal_fails(isolation: &str) {
         log.contains("ACME: order failed") && refused(&log)
     });
     assert!(reported, "the CA's reason is not logged\n{}", s.stderr());
-    // Nothing is issued from now on: the last good certificate is the one
-    // on disk, and every worker keeps presenting it once it has it (the
-    // last success may still be on its way to worker processes).
-    let issued = issued_total(&s);
-    let last_good = rig.stored();
+    // The last good certificate is the one on disk, and every worker keeps
+    // presenting it once it has it (the last success may still be on its
+    // way to worker processes). Read again each time: an order from here
+    // can still succeed where pebble reuses an authorization it validated
+    // before the switch (one in a hundred even with PEBBLE_AUTHZREUSE=0, as
+    // a real CA may), and then its certificate is the last good one.
+    let mut last_good = rig.stored();
     assert_ne!(last_good, old, "no renewal was stored");
-    let kept_everywhere = wait_until(SPREAD, || (0..8).all(|_| presented(&rig) == last_good));
+    let kept_everywhere = wait_until(SPREAD, || {
+        last_good = rig.stored();
+        (0..8).all(|_| presented(&rig) == last_good)
+    });
     assert!(
         kept_everywhere,
         "the renewed certificate was replaced after a failure: {} is not the stored {last_good}\n{}",
         presented(&rig),
         s.stderr()
     );
-    assert_eq!(
-        issued_total(&s),
-        issued,
-        "issued after a failure\n{}",
-        s.stderr()
-    );
+    // The first certificate and at least the renewal were issued.
+    assert!(issued_total(&s) >= 2.0, "{}", s.stderr());
 }
 
 /// Worker processes slow to apply what the supervisor sends (1.5 s each,

@@ -45,6 +45,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+mod common;
+
 /// The repository root: the blocks' working directory.
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -548,7 +550,7 @@ fn the_tls_quick_start_serves_http2_with_a_self_signed_certificate() {
         .map(|w| w.replace(&format!(":{PORT}/"), &format!(":{port}/")))
         .collect();
     if Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("curl not found: the quick start's curl line is not run");
+        common::skipped("curl not found: the quick start's curl line is not run");
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
