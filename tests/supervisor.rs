@@ -1242,8 +1242,12 @@ impl Load {
 }
 
 /// A load client's connection: bounded reads and writes, no Nagle delay.
+/// The connect waits past TCP's first SYN retransmission (1 s): a SYN the
+/// kernel drops while a reuseport listener closes is sent again then, and
+/// answered (or refused, the server being gone), as a real client's would
+/// be; a 1 s bound gave up at that very moment on a loaded machine.
 fn load_connect(addr: SocketAddr) -> io::Result<BufReader<TcpStream>> {
-    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
     let _ = s.set_read_timeout(Some(LOAD_TIMEOUT));
     let _ = s.set_write_timeout(Some(LOAD_TIMEOUT));
     let _ = s.set_nodelay(true);
