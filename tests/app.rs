@@ -62,7 +62,8 @@ fn a_panicking_handler_gets_500_and_a_close_and_the_worker_keeps_serving(
     }
     // Counted, once the numbers reach the admin endpoint (process workers
     // report with their beats).
-    let counted = common::wait_until(Duration::from_secs(5), || {
+    // (A bound, not a wait: beats are late on a loaded machine.)
+    let counted = common::wait_until(Duration::from_secs(30), || {
         metric(&server.metrics(), "servery_handler_panics_total") == Some(1.0)
     });
     assert!(counted, "{}", server.metrics());
