@@ -85,7 +85,8 @@ def expand(tree):
         if not part.strip():
             continue
         for sub in expand(part):
-            out.append(sub if sub == "self" and not prefix else f"{prefix}::{sub}" if prefix else sub)
+            out.append(f"{prefix}::{sub}" if prefix else sub)
+    # `a::{self, b}` names `a` itself.
     return [p.replace("::self", "") for p in out]
 
 
@@ -95,7 +96,7 @@ def inline_paths(code):
     return re.findall(r"\b((?:crate|super)(?:::\w+)+)", code)
 
 
-def resolve(path, here, modules, is_mod_file):
+def resolve(path, here, modules):
     """The module tuple `path` (written in the file of module `here`) lands in:
     the longest prefix that is a module; None outside the crate."""
     segs = path.split("::")
@@ -140,9 +141,8 @@ def graph():
     edges = defaultdict(dict)  # (from, to) -> (file, path)
     for path, mod in sorted(files.items()):
         code = strip(open(path, encoding="utf-8").read())
-        is_mod_file = os.path.basename(path) in ("mod.rs", "lib.rs")
         for p in use_paths(code) + inline_paths(code):
-            target = resolve(p, mod, modules, is_mod_file)
+            target = resolve(p, mod, modules)
             if target is None or target == mod:
                 continue
             edges[mod].setdefault(target, (os.path.relpath(path, REPO), p))

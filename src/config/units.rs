@@ -245,27 +245,32 @@ impl Seconds {
             && (nanos / 1e9 - self.0).abs() <= self.0 * 1e-12;
         exact.then_some(nanos as u64)
     }
+
+    /// The value with a unit, where one writes it exactly: the largest of
+    /// d, h, m, s that divides it (`30s`, `2m`, `1d`); from a second up with
+    /// a fraction, seconds (`5.1s`); below a second, ms or us (`500ms`).
+    /// `None` for zero, a negative value, or one finer than a microsecond.
+    fn with_unit(self) -> Option<String> {
+        let nanos = self.nanos().filter(|n| *n > 0 && n % 1_000 == 0)?;
+        let (big, small) = DURATION_UNITS.split_at(4);
+        if let Some((name, per)) = big.iter().find(|(_, per)| nanos % per == 0) {
+            return Some(format!("{}{name}", nanos / per));
+        }
+        if nanos >= 1_000_000_000 {
+            return Some(format!("{}s", self.0));
+        }
+        let (name, per) = small.iter().find(|(_, per)| nanos % per == 0)?;
+        Some(format!("{}{name}", nanos / per))
+    }
 }
 
 impl fmt::Display for Seconds {
-    /// The largest unit that is exact (`30s`, `2m`, `1d`, `500ms`); a
-    /// second or more with a fraction as seconds (`5.1s`); seconds as a
-    /// plain number when not a whole number of microseconds.
+    /// With a unit where one is exact ([`Seconds::with_unit`]); seconds as
+    /// a plain number otherwise.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(nanos) = self.nanos().filter(|n| *n > 0 && n % 1_000 == 0) else {
-            return write!(f, "{}", self.0);
-        };
-        let (name, per) = DURATION_UNITS
-            .iter()
-            .find(|(name, per)| {
-                nanos % per == 0 && (*name != "ms" && *name != "us" || nanos < *per * 1_000)
-            })
-            .copied()
-            .unwrap_or(("s", 1_000_000_000));
-        if nanos % per == 0 {
-            write!(f, "{}{name}", nanos / per)
-        } else {
-            write!(f, "{}s", self.0)
+        match self.with_unit() {
+            Some(text) => f.write_str(&text),
+            None => write!(f, "{}", self.0),
         }
     }
 }
@@ -273,9 +278,9 @@ impl fmt::Display for Seconds {
 impl Serialize for Seconds {
     /// With a unit where one is exact (`"30s"`), else seconds as a float.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.nanos() {
-            Some(n) if n > 0 && n % 1_000 == 0 => s.collect_str(self),
-            _ => s.serialize_f64(self.0),
+        match self.with_unit() {
+            Some(text) => s.serialize_str(&text),
+            None => s.serialize_f64(self.0),
         }
     }
 }
