@@ -265,7 +265,7 @@ impl Seconds {
 }
 
 impl fmt::Display for Seconds {
-    /// With a unit where one is exact ([`Seconds::with_unit`]); seconds as
+    /// With a unit where one is exact (`Seconds::with_unit`); seconds as
     /// a plain number otherwise.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.with_unit() {
