@@ -137,7 +137,7 @@ fn start(watch: &str, root: &Path, args: &[&str], fault: Option<&str>) -> TestSe
 // ---------------------------------------------------------------------------
 // Start-up
 
-fn one_worker_is_a_child_process_leading_its_own_session(watch: &str) {
+fn one_worker_is_a_child_process_leading_its_own_process_group(watch: &str) {
     let _g = shared();
     let root = docroot(0);
     let sup = start(watch, root.path(), &[], None);
@@ -151,7 +151,36 @@ fn one_worker_is_a_child_process_leading_its_own_session(watch: &str) {
     let f = stat(w).unwrap();
     assert_eq!(f[1], sup.pid().to_string(), "parent of the worker");
     assert_eq!(f[2], w.to_string(), "worker leads its process group");
-    assert_eq!(f[3], w.to_string(), "worker leads its session");
+    let sup_stat = stat(sup.pid()).unwrap();
+    // The supervisor's session, so the supervisor's scheduling autogroup:
+    // a session of its own was a fresh autogroup the scheduler could leave
+    // unscheduled for a second beside a busy one (decision 0014).
+    assert_eq!(
+        f[3], sup_stat[3],
+        "worker stays in the supervisor's session"
+    );
+    let autogroup = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/autogroup"))
+            .ok()
+            .and_then(|a| a.split_whitespace().next().map(str::to_owned))
+    };
+    if let Some(group) = autogroup(sup.pid()) {
+        assert_eq!(autogroup(w), Some(group), "worker's scheduling autogroup");
+    }
+    // A background group of the terminal: job-control stops are ignored, so
+    // writing its log under `stty tostop` cannot stop it.
+    let status = std::fs::read_to_string(format!("/proc/{w}/status")).unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap();
+    for (name, signal) in [("SIGTTOU", libc::SIGTTOU), ("SIGTTIN", libc::SIGTTIN)] {
+        assert!(
+            ignored & (1 << (signal - 1)) != 0,
+            "{name} not ignored: {status}"
+        );
+    }
     // The supervisor runs no worker thread of its own.
     let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", sup.pid()))
         .unwrap()
@@ -1121,7 +1150,7 @@ fn a_reload_that_changes_workers_keeps_the_inherited_systemd_socket(watch: &str)
 }
 
 watch_tests! {
-    one_worker_is_a_child_process_leading_its_own_session,
+    one_worker_is_a_child_process_leading_its_own_process_group,
     two_workers_share_one_port_and_all_serve,
     four_workers_share_one_port_and_all_serve,
     no_request_is_answered_before_the_delayed_worker_prepares,
@@ -1178,8 +1207,8 @@ struct Tally {
     /// Longest time from a request's first attempt to its response.
     max_latency: Duration,
     /// Requests that took over 100 ms: (when they started, in s since the
-    /// load started; how long they took).
-    slow: Vec<(f64, Duration)>,
+    /// load started; how long they took; what each attempt did).
+    slow: Vec<(f64, Duration, String)>,
     /// Connections refused (the server stopped listening); a client thread
     /// stops at its first.
     refused: u64,
@@ -1266,11 +1295,25 @@ fn client(addr: SocketAddr, stop: &AtomicBool, started: Instant) -> Tally {
     let mut conn: Option<BufReader<TcpStream>> = None;
     'requests: while !stop.load(Ordering::Relaxed) {
         let begun = Instant::now();
+        // What each attempt did, ms since `begun`: shown for a slow request.
+        let mut steps = String::new();
+        let mut step = |what: std::fmt::Arguments| {
+            use std::fmt::Write;
+            let _ = write!(
+                steps,
+                "{:.1}ms {what}; ",
+                begun.elapsed().as_secs_f64() * 1e3
+            );
+        };
         for _ in 0..5 {
             let c = match conn.as_mut() {
                 Some(c) => c,
                 None => match load_connect(addr) {
-                    Ok(s) => conn.insert(s),
+                    Ok(s) => {
+                        let port = s.get_ref().local_addr().map_or(0, |a| a.port());
+                        step(format_args!("connected from {port}"));
+                        conn.insert(s)
+                    }
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                         t.refused += 1;
                         return t;
@@ -1302,7 +1345,9 @@ fn client(addr: SocketAddr, stop: &AtomicBool, started: Instant) -> Tally {
                     t.max_latency = t.max_latency.max(took);
                     if took > Duration::from_millis(100) {
                         let at = begun.duration_since(started).as_secs_f64();
-                        t.slow.push((at, took));
+                        let port = c.get_ref().local_addr().map_or(0, |a| a.port());
+                        step(format_args!("answered on {port}"));
+                        t.slow.push((at, took, steps));
                     }
                     if !keep {
                         conn = None;
@@ -1310,6 +1355,8 @@ fn client(addr: SocketAddr, stop: &AtomicBool, started: Instant) -> Tally {
                     continue 'requests;
                 }
                 Err(Attempt::Unanswered) => {
+                    let port = c.get_ref().local_addr().map_or(0, |a| a.port());
+                    step(format_args!("closed unanswered on {port}"));
                     t.retried += 1;
                     conn = None;
                 }

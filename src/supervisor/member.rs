@@ -6,7 +6,7 @@
 //! - a thread's end is its final report (Exited or Aborted), then a join;
 //! - a process's end is seen by the child watch (pidfd or SIGCHLD) and
 //!   reaped there; it is signalled through its pidfd, and killed by process
-//!   group (it leads its own session).
+//!   group (it leads its own; see `sys::spawn`).
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -128,8 +128,8 @@ impl Member {
         })
     }
 
-    /// Start worker `slot` as a process: re-execute `exe worker` in a new
-    /// session, send it `Init` with its sockets, watch it.
+    /// Start worker `slot` as a process: re-execute `exe worker` as the
+    /// leader of a new process group, send it `Init` with its sockets, watch it.
     pub(crate) fn process<F>(
         s: Spawn<'_, F>,
         exe: &Path,

@@ -1,7 +1,8 @@
 //! A worker as its own process: the `servery worker` entry point.
 //!
 //! The supervisor re-executes its binary with the hidden `worker` subcommand
-//! in a new session, with the control socket at fd 3. Here we:
+//! as the leader of a new process group, with the control socket at fd 3.
+//! Here we:
 //! 1. adopt fd 3 (validated as SOCK_SEQPACKET) and read `Init`, whose
 //!    listening sockets (and budget memfd) arrive as SCM_RIGHTS;
 //! 2. validate the sent config into the same `Config` the supervisor holds
