@@ -549,6 +549,139 @@ fn bytes_sent_say_what_left_when_the_client_goes_away() {
     assert!(bytes < 16 * 1024 * 1024, "{l}");
 }
 
+/// The same requests over HTTP/1.1 and over HTTP/2 give the same lines,
+/// byte for byte, in every field that does not name the protocol, the
+/// connection or the time: one record, whatever protocol filled it.
+#[test]
+fn a_line_is_the_same_over_http1_and_http2() {
+    let (_dir, path) = log_path();
+    let server = TestServer::builder()
+        .file("a.txt", "hello\n")
+        .file("big.bin", vec![b'b'; 100_000])
+        .file("dir/index.html", "<p>dir</p>\n")
+        .args(&[
+            "--access-log",
+            path.to_str().unwrap(),
+            "--access-log-format",
+            "$remote_addr|$request_method|$request_uri|$status|$body_bytes_sent|$http_referer|$http_user_agent|$host|$site|$tls_version|$worker",
+            "--access-log-flush",
+            "0.05",
+        ])
+        .start();
+    let etag = server.get("/a.txt").header("etag").unwrap().to_owned();
+    let _ = lines(&path, 1);
+    let exchanges = [
+        Exchange::get("/a.txt?q=1")
+            .field("user-agent", "agent/1.0")
+            .field("referer", "http://example.com/from"),
+        Exchange::get("/a.txt").field("range", "bytes=1-3"),
+        Exchange::get("/a.txt").field("if-none-match", &etag),
+        Exchange::get("/missing"),
+        Exchange::new("HEAD", "/big.bin"),
+        Exchange::get("/big.bin"),
+        Exchange::get("/dir"),
+        Exchange::new("DELETE", "/a.txt"),
+    ];
+    for ex in &exchanges {
+        let _ = ex.h1(server.addr());
+    }
+    let h1 = lines(&path, 1 + exchanges.len());
+    let mut c = Client::connect(server.addr());
+    for ex in &exchanges {
+        c.send(ex);
+    }
+    let all = lines(&path, 1 + 2 * exchanges.len());
+    let (h1, h2) = (&h1[1..], &all[1 + exchanges.len()..]);
+    for (i, ex) in exchanges.iter().enumerate() {
+        assert_eq!(h1[i], h2[i], "{} {}", ex.method, ex.path);
+    }
+    assert!(
+        h1[0].contains("|GET|/a.txt?q=1|200|6|http://example.com/from|agent/1.0|"),
+        "{}",
+        h1[0]
+    );
+    assert!(h1[1].contains("|206|3|"), "{}", h1[1]);
+    assert!(h1[2].contains("|304|0|"), "{}", h1[2]);
+    assert!(h1[4].contains("|HEAD|/big.bin|200|0|"), "{}", h1[4]);
+    assert!(h1[5].contains("|200|100000|"), "{}", h1[5]);
+}
+
+/// The 8 MiB file of the cut-off tests, and what the client reads of it.
+const CUT_FILE: usize = 8 * 1024 * 1024;
+const CUT_READ: usize = 1024 * 1024;
+
+fn cut_off_server(path: &Path) -> TestServer {
+    TestServer::builder()
+        .file("eight.bin", vec![b'e'; CUT_FILE])
+        .args(&[
+            "--access-log",
+            path.to_str().unwrap(),
+            "--access-log-format",
+            "json",
+            "--access-log-flush",
+            "0.05",
+            "--send-timeout",
+            "1",
+        ])
+        .start()
+}
+
+/// A client that reads 1 MiB of an 8 MiB answer and closes (a video
+/// preload, a seek, a cancelled download): the line says 200 and the bytes
+/// that left, at least what the client read and less than the file, as
+/// nginx's `$body_bytes_sent` does. Its receive buffer is kept small so
+/// what sits in socket buffers cannot make up the rest of the file.
+#[test]
+fn a_response_cut_off_by_the_client_logs_the_bytes_sent_over_http1() {
+    let (_dir, path) = log_path();
+    let server = cut_off_server(&path);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    socket.connect(&server.addr().into()).unwrap();
+    let mut s = std::net::TcpStream::from(socket);
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    s.write_all(b"GET /eight.bin HTTP/1.1\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; CUT_READ];
+    s.read_exact(&mut buf).unwrap();
+    drop(s);
+    let l = json(&lines(&path, 1)[0]);
+    assert_eq!(l["status"], 200, "{l}");
+    assert_eq!(l["server_protocol"], "HTTP/1.1", "{l}");
+    let sent = l["body_bytes_sent"].as_u64().unwrap();
+    // The head is part of what the client read, not of the body.
+    assert!(sent >= (CUT_READ - 1024) as u64, "{l}");
+    assert!(sent < CUT_FILE as u64, "{l}");
+}
+
+/// The same over HTTP/2: the client reads 1 MiB of the stream's body
+/// (granting window as it reads) and closes the connection.
+#[test]
+fn a_response_cut_off_by_the_client_logs_the_bytes_sent_over_http2() {
+    let (_dir, path) = log_path();
+    let server = cut_off_server(&path);
+    let mut c = Client::connect(server.addr());
+    c.run(|send| async move {
+        let mut send = send.ready().await.unwrap();
+        let request = http::Request::get("http://h/eight.bin").body(()).unwrap();
+        let (response, _) = send.send_request(request, true).unwrap();
+        let mut body = response.await.unwrap().into_body();
+        let mut read = 0;
+        while read < CUT_READ {
+            let chunk = body.data().await.unwrap().unwrap();
+            read += chunk.len();
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+    });
+    drop(c);
+    let l = json(&lines(&path, 1)[0]);
+    assert_eq!(l["status"], 200, "{l}");
+    assert_eq!(l["server_protocol"], "HTTP/2.0", "{l}");
+    let sent = l["body_bytes_sent"].as_u64().unwrap();
+    assert!(sent >= CUT_READ as u64, "{l}");
+    assert!(sent < CUT_FILE as u64, "{l}");
+}
+
 #[test]
 fn a_pipelining_client_cannot_grow_what_waits_for_its_lines() {
     let (_dir, path) = log_path();

@@ -253,8 +253,9 @@ impl Output {
     }
 }
 
-/// Write `queue` in order, adding to `done` the bytes of every piece whose
-/// write completed.
+/// Write `queue` in order, adding to `done` every byte a write took, as it
+/// takes them: a client that leaves mid-body still has the bytes it was
+/// sent counted (the access log's `$body_bytes_sent`, as nginx counts it).
 async fn write_queue<S: Transport>(
     stream: &mut S,
     queue: &mut Vec<Chunk>,
@@ -262,35 +263,27 @@ async fn write_queue<S: Transport>(
     send_timeout: Duration,
     done: &mut u64,
 ) -> io::Result<()> {
-    // Bytes gathered in the slot's run, not yet written.
-    let mut run = 0u64;
     for chunk in queue.drain(..) {
         match chunk {
             Chunk::Mem(b) => {
                 if !slot.get().has_room() {
-                    write_run(stream, slot, send_timeout).await?;
-                    *done += std::mem::take(&mut run);
+                    write_run(stream, slot, send_timeout, done).await?;
                 }
-                run += b.len() as u64;
                 slot.get().push(b);
             }
             Chunk::File(f) => {
-                write_run(stream, slot, send_timeout).await?;
-                *done += std::mem::take(&mut run);
+                write_run(stream, slot, send_timeout, done).await?;
                 // Boxed: a file send is long and rare next to the in-memory
                 // path, and its state would otherwise widen every
                 // connection's future, idle ones included.
                 match stream.tcp() {
-                    Some(tcp) => Box::pin(send_file(tcp, &f, send_timeout)).await?,
-                    None => Box::pin(send_buffered(stream, &f, send_timeout)).await?,
+                    Some(tcp) => Box::pin(send_file(tcp, &f, send_timeout, done)).await?,
+                    None => Box::pin(send_buffered(stream, &f, send_timeout, done)).await?,
                 }
-                *done += f.len;
             }
         }
     }
-    write_run(stream, slot, send_timeout).await?;
-    *done += run;
-    Ok(())
+    write_run(stream, slot, send_timeout, done).await
 }
 
 /// The connection's `IoSlices` while a flush runs: lent to each write and
@@ -306,20 +299,25 @@ impl Slot {
 
 /// Write the run of in-memory pieces gathered in `slot`, then empty it: one
 /// vectored write from the pieces themselves on plain TCP (resumed after a
-/// partial write); one staged plaintext write over TLS.
+/// partial write); one staged plaintext write over TLS. Adds to `done` what
+/// each write took (over TLS, the whole run once written).
 async fn write_run<S: Transport>(
     stream: &mut S,
     slot: &mut Slot,
     limit: Duration,
+    done: &mut u64,
 ) -> io::Result<()> {
     let Some(mut slices) = slot.0.take() else {
         return Ok(());
     };
     if slices.remaining() > 0 && S::ENCRYPTS {
         let staged = slices.gather();
+        let len = staged.len() as u64;
         slices.clear();
         slot.0 = Some(slices);
-        return timed(limit, stream.write_all(staged)).await;
+        timed(limit, stream.write_all(staged)).await?;
+        *done += len;
+        return Ok(());
     }
     while slices.remaining() > 0 {
         match monoio::time::timeout(limit, stream.writev(slices)).await {
@@ -329,7 +327,10 @@ async fn write_run<S: Transport>(
                 slices = back;
                 match res {
                     Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-                    Ok(n) => slices.advance(n),
+                    Ok(n) => {
+                        *done += n as u64;
+                        slices.advance(n);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -356,8 +357,14 @@ async fn timed<T>(
 
 /// Send a file range: sendfile(2) with an explicit offset (zero-copy), the
 /// socket non-blocking meanwhile so a slow reader parks this task, not the
-/// worker. Falls back to buffered reads where sendfile is refused.
-async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) -> io::Result<()> {
+/// worker. Falls back to buffered reads where sendfile is refused. Adds to
+/// `done` what each call sent.
+async fn send_file(
+    stream: &mut TcpStream,
+    file: &FileRange,
+    limit: Duration,
+    done: &mut u64,
+) -> io::Result<()> {
     let was_nonblocking = sendfile::set_nonblocking(stream_fd(stream), true)?;
     let mut offset = file.offset;
     let end = file.offset + file.len;
@@ -369,7 +376,7 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
                 result = Err(io::Error::from(io::ErrorKind::UnexpectedEof));
                 break;
             }
-            Ok(_) => {}
+            Ok(n) => *done += n as u64,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 match monoio::time::timeout(limit, stream.writable(false)).await {
                     Ok(Ok(())) => {}
@@ -392,7 +399,7 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
                     offset,
                     len: end - offset,
                 };
-                return Box::pin(send_buffered(stream, &rest, limit)).await;
+                return Box::pin(send_buffered(stream, &rest, limit, done)).await;
             }
             Err(e) => {
                 result = Err(e);
@@ -407,11 +414,13 @@ async fn send_file(stream: &mut TcpStream, file: &FileRange, limit: Duration) ->
 }
 
 /// Send a file range through one bounded buffer: pread a chunk, write it,
-/// repeat. The buffer lives only for this range.
+/// repeat, adding each chunk written to `done`. The buffer lives only for
+/// this range.
 async fn send_buffered<S: AsyncWriteRent>(
     stream: &mut S,
     file: &FileRange,
     limit: Duration,
+    done: &mut u64,
 ) -> io::Result<()> {
     let mut offset = file.offset;
     let end = file.offset + file.len;
@@ -428,6 +437,7 @@ async fn send_buffered<S: AsyncWriteRent>(
         match monoio::time::timeout(limit, stream.write_all(buf)).await {
             Ok((res, b)) => {
                 res?;
+                *done += n as u64;
                 buf = b;
             }
             Err(_) => return Err(io::Error::from(io::ErrorKind::TimedOut)),
