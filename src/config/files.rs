@@ -92,12 +92,9 @@ pub struct HeaderRuleRaw {
     pub set: BTreeMap<String, String>,
 }
 
-/// A validated `[[headers]]` rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderRule {
-    pub pattern: String,
-    pub set: Vec<(String, String)>,
-}
+/// A validated `[[headers]]` rule: the type belongs to the responses it
+/// changes (`http::rules`).
+pub use crate::http::rules::HeaderRule;
 
 impl Echo<Option<Vec<HeaderRuleRaw>>> for Vec<HeaderRule> {
     fn echo(&self) -> Option<Vec<HeaderRuleRaw>> {

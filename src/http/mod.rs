@@ -1,9 +1,11 @@
 //! HTTP/1.1 protocol core: request heads in, response heads out, no I/O.
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
-//! (`body`) and the chunked decoder under it (`chunked`), the token grammar they share (`token`), every refusal and the one place that answers it (`error`'s
-//! `on_error`), response serialisation (`response`) and the cached `Date`
-//! value (`date`). Does not own sockets, timeouts or the connection loop
+//! (`body`) and the chunked decoder under it (`chunked`), the token grammar
+//! they share (`token`), every refusal and the one place that answers it
+//! (`error`'s `on_error`), response serialisation (`response`), the
+//! `[[headers]]` rules every kind of response gets (`rules`) and the cached
+//! `Date` value (`date`). Does not own sockets, timeouts or the connection loop
 //! (`worker::conn`) nor what a request means (`app::Service`).
 //!
 //! Flow for one request:
@@ -25,6 +27,7 @@ pub mod error;
 pub mod host;
 pub mod parse;
 pub mod response;
+pub mod rules;
 pub mod token;
 
 pub use error::{on_error, ParseError, Refusal};

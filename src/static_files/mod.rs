@@ -55,6 +55,7 @@ use bytes::Bytes;
 use crate::app::{head, MakeError, Request, Service};
 use crate::config::{FilesConfig, Symlinks};
 use crate::http::error::ALLOW;
+use crate::http::rules;
 use crate::http::{
     on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
 };
@@ -205,8 +206,8 @@ impl Files {
         // 2. lookup
         let entry = match self.lookup(&key, head)? {
             Found::File(e) => e,
-            Found::Redirect => return Ok(redirect_to_slash(&resolved, head)),
-            Found::Listing(r) => return Ok(r),
+            Found::Redirect => return Ok(self.ruled(redirect_to_slash(&resolved, head), head)),
+            Found::Listing(r) => return Ok(self.ruled(r, head)),
         };
         // 3. encoding
         let rep = self.choose(&entry, head);
@@ -220,7 +221,9 @@ impl Files {
                     body: Body::Empty,
                 });
             }
-            conditional::Precondition::Failed => return Ok(on_error(&Refusal::PreconditionFailed)),
+            conditional::Precondition::Failed => {
+                return Ok(self.ruled(on_error(&Refusal::PreconditionFailed), head))
+            }
             conditional::Precondition::Proceed { honor_range } => honor_range,
         };
         // 5. range. RFC 9110 §14.2 defines ranges for GET; a HEAD gets the
@@ -385,15 +388,31 @@ impl Files {
             f.push(("Cache-Control".into(), cc.clone().into()));
         }
         let path = format!("/{rel}");
-        for rule in &self.config.rules {
-            if glob_match(rule.pattern.as_bytes(), path.as_bytes()) {
-                for (name, value) in &rule.set {
-                    f.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-                    f.push((name.clone().into(), value.clone().into()));
+        rules::set_on_fields(&self.config.rules, path.as_bytes(), &mut f);
+        f
+    }
+
+    /// `[[headers]]` rules on an answer that is not a file's (an error, a
+    /// redirect, a listing): a file's entry holds its rules already.
+    fn ruled(&self, mut resp: Response, head: &Head<'_>) -> Response {
+        if self.config.rules.is_empty() {
+            return resp;
+        }
+        if let Fields::List(fields) = &mut resp.fields {
+            // The decoded path, as a file's rules see it; the path as sent
+            // when it does not resolve (a rule on `/**` still applies).
+            match uri_path::resolve(head.path()) {
+                Ok(r) => {
+                    let mut path = format!("/{}", r.relative_path());
+                    if r.trailing_slash && path.len() > 1 {
+                        path.push('/');
+                    }
+                    rules::set_on_fields(&self.config.rules, path.as_bytes(), fields);
                 }
+                Err(_) => rules::set_on_fields(&self.config.rules, head.path(), fields),
             }
         }
-        f
+        resp
     }
 }
 
@@ -433,13 +452,15 @@ impl Files {
     /// anything else is 405.
     pub fn handle(&self, head: &Head<'_>) -> Response {
         match head.method {
-            Method::Get | Method::Head => {
-                self.serve(head).unwrap_or_else(|e| on_error(&e.refusal()))
-            }
-            Method::Options => {
-                Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW)
-            }
-            Method::Other => on_error(&Refusal::MethodNotAllowed),
+            Method::Get | Method::Head => match self.serve(head) {
+                Ok(resp) => resp,
+                Err(e) => self.ruled(on_error(&e.refusal()), head),
+            },
+            Method::Options => self.ruled(
+                Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
+                head,
+            ),
+            Method::Other => self.ruled(on_error(&Refusal::MethodNotAllowed), head),
         }
     }
 }
@@ -459,21 +480,6 @@ fn redirect_to_slash(resolved: &uri_path::Resolved, head: &Head<'_>) -> Response
     }
     Response::text(Status::MOVED_PERMANENTLY, "301 Moved Permanently\n")
         .header("Location", location)
-}
-
-/// Match a `[[headers]]` glob: `**` any bytes, `*` any bytes but `/`, `?`
-/// one byte but `/`.
-fn glob_match(pattern: &[u8], path: &[u8]) -> bool {
-    match pattern {
-        [] => path.is_empty(),
-        [b'*', b'*', rest @ ..] => (0..=path.len()).any(|i| glob_match(rest, &path[i..])),
-        [b'*', rest @ ..] => {
-            let seg = path.iter().position(|&b| b == b'/').unwrap_or(path.len());
-            (0..=seg).any(|i| glob_match(rest, &path[i..]))
-        }
-        [b'?', rest @ ..] => matches!(path, [c, tail @ ..] if *c != b'/' && glob_match(rest, tail)),
-        [c, rest @ ..] => matches!(path, [d, tail @ ..] if c == d && glob_match(rest, tail)),
-    }
 }
 
 /// MIME type by extension; `charset=utf-8` on text types.
@@ -505,16 +511,5 @@ mod tests {
         assert_eq!(content_type("x.png"), "image/png");
         assert_eq!(content_type("x.svg"), "image/svg+xml; charset=utf-8");
         assert_eq!(content_type("noext"), "application/octet-stream");
-    }
-
-    #[test]
-    fn globs_match_segments_and_subtrees() {
-        assert!(glob_match(b"/assets/**", b"/assets/a/b.js"));
-        assert!(!glob_match(b"/assets/**", b"/other/a.js"));
-        assert!(glob_match(b"/*.html", b"/index.html"));
-        assert!(!glob_match(b"/*.html", b"/a/index.html"));
-        assert!(glob_match(b"/**/*.css", b"/a/b/c.css"));
-        assert!(glob_match(b"/a?c", b"/abc"));
-        assert!(!glob_match(b"/a?c", b"/a/c"));
     }
 }

@@ -96,6 +96,7 @@ impl Member {
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| t.config.clone()),
             sites: s.config.sites.router.clone(),
+            header_rules: s.config.files.rules.clone().into(),
             access_log: s.access_log.cloned(),
         };
         let slot = s.slot;

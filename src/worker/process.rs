@@ -176,6 +176,7 @@ where
         tls,
         sites: config.sites.router.clone(),
         access_log,
+        header_rules: config.files.rules.clone().into(),
     });
     // The last lines, handed over at the drain, are written before the
     // process exits (the signal and control threads keep the sink alive, so

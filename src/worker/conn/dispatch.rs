@@ -17,6 +17,8 @@
 //!    `panic = "unwind"`, which the release profile keeps for that reason
 //!    (docs/decisions/0004).
 //! 2. The request is counted (`servery_requests_total`).
+//! 3. An app's response gets the `[[headers]]` rules that match its path
+//!    (the static files set theirs themselves, from their cached entries).
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -26,6 +28,7 @@ use std::task::{Context, Poll};
 use super::super::Ctx;
 use crate::app::{Request, Response, Service};
 use crate::http::error::{on_error, Refusal};
+use crate::http::rules;
 use crate::http::Head;
 use crate::telemetry::WorkerStats;
 
@@ -76,12 +79,20 @@ pub(crate) fn start<S: Service>(
     req: Request,
 ) -> Option<impl Future<Output = Response<S::Body>> + '_> {
     WorkerStats::add(&ctx.stats.requests, 1);
+    // The path the `[[headers]]` rules match, kept only when there are any.
+    let ruled = (!ctx.header_rules.is_empty()).then(|| req.uri().path().to_owned());
     let called = catch_unwind(AssertUnwindSafe(|| {
         inject_panic(ctx, target_of(req.uri()).as_bytes());
         ctx.service.call(req)
     }));
     match called {
-        Ok(fut) => Some(fut),
+        Ok(fut) => Some(async move {
+            let mut resp = fut.await;
+            if let Some(path) = ruled {
+                rules::set_on_map(&ctx.header_rules, path.as_bytes(), resp.headers_mut());
+            }
+            resp
+        }),
         Err(_) => {
             panicked(ctx, b"(in call)");
             None
