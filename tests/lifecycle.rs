@@ -50,7 +50,14 @@ fn two_workers_are_pinned_to_distinct_cpus_and_both_serve() {
         "{}",
         server.ready_line()
     );
-    let threads = worker_threads(server.pid());
+    // A thread a worker starts (the heap trimmer) carries its creator's name
+    // until it first runs and names itself: on a loaded machine that can
+    // take a while, so wait for the names to settle.
+    let mut threads = worker_threads(server.pid());
+    common::wait_until(Duration::from_secs(10), || {
+        threads = worker_threads(server.pid());
+        threads.len() == 2
+    });
     assert_eq!(threads.len(), 2, "{threads:?}");
     assert_eq!(threads[0], ("servery-w0".to_owned(), "0".to_owned()));
     assert_eq!(threads[1], ("servery-w1".to_owned(), "1".to_owned()));
