@@ -42,6 +42,18 @@ pub use writer::{Sink, Target, CLOSE_WAIT};
 use crate::telemetry::WorkerStats;
 use clock::Clock;
 
+/// The validated access-log settings (`config::access_log` builds them from
+/// `--access-log*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogConfig {
+    /// `None`: no log.
+    pub target: Option<Target>,
+    pub format: Format,
+    pub buffer_bytes: usize,
+    pub flush: Duration,
+    pub backlog_bytes: usize,
+}
+
 /// What the workers of a process need to log: the sink and how to fill it.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -55,7 +67,7 @@ pub struct Setup {
 
 impl Setup {
     /// Open the log `config` asks for; `None` when it is off.
-    pub fn open(config: &crate::config::AccessLogConfig) -> io::Result<Option<Setup>> {
+    pub fn open(config: &AccessLogConfig) -> io::Result<Option<Setup>> {
         let Some(target) = &config.target else {
             return Ok(None);
         };

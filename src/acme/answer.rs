@@ -10,9 +10,7 @@
 use super::{Answer, Challenge, Error};
 use crate::tls::Material;
 
-/// The ALPN protocol of TLS-ALPN-01 (RFC 8737 §6.2): a server offered only
-/// this protocol answers with [`Answer::TlsAlpn01`]'s material.
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+pub use crate::tls::ACME_TLS_ALPN;
 
 /// The answer of `challenge` for `domain`.
 pub(super) fn make(

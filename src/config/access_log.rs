@@ -1,8 +1,9 @@
 //! The access log's settings (`--access-log*`): where lines go, how they
 //! read, and what the log may hold in memory.
 //!
-//! Owns the defaults, the rules and [`AccessLogConfig`], the validated set.
-//! Does not own formatting or writing (`access_log`).
+//! Owns the defaults and the rules that build [`AccessLogConfig`] (the
+//! validated set, `access_log`'s type). Does not own formatting or writing
+//! (`access_log`).
 //!
 //! The defaults follow nginx where it has one: off unless asked (nginx's
 //! packages turn it on in their config, servery has no such file),
@@ -47,16 +48,9 @@ pub enum LogTarget {
     File(PathBuf),
 }
 
-/// The validated access-log settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessLogConfig {
-    /// `None`: no log.
-    pub target: Option<Target>,
-    pub format: Format,
-    pub buffer_bytes: usize,
-    pub flush: Duration,
-    pub backlog_bytes: usize,
-}
+/// The validated access-log settings: the log's own type (the feature
+/// owns its settings; this module builds them).
+pub use crate::access_log::AccessLogConfig;
 
 /// `--access-log`: `off`, `stderr`, or a file path whose directory exists.
 pub(crate) fn target(field: Field, v: String) -> Result<LogTarget, Error> {

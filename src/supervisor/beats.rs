@@ -6,14 +6,11 @@
 //! `Beat(n)`; a reply with the outstanding number clears it; a beat
 //! unanswered for `beat_timeout` is a miss; two misses in a row and the
 //! worker is wedged (a process is killed, and restarted as a crash; a
-//! thread cannot be killed and is reported once). `Machine::beat`, here
-//! too, applies the rule to the current generation's ready slots.
+//! thread cannot be killed and is reported once). `Machine::beat`
+//! (`machine/beating.rs`) applies the rule to the current generation's
+//! ready slots.
 
 use std::time::{Duration, Instant};
-
-use super::generation::SlotState;
-use super::machine::{Host, Machine, Worker};
-use crate::control::Control;
 
 /// Consecutive misses that make a worker wedged.
 const MISSES_TO_WEDGED: u32 = 2;
@@ -111,40 +108,6 @@ impl Beat {
     /// Whether the supervisor killed the worker for missing beats.
     pub(crate) fn was_killed(&self) -> bool {
         self.killed
-    }
-}
-
-impl<H: Host> Machine<H> {
-    /// Beat every serving worker of the current generation.
-    pub(super) fn beat(&mut self, now: Instant) {
-        if !self.beating() {
-            return;
-        }
-        let Some(g) = self.current.as_mut() else {
-            return;
-        };
-        let Some(seq) = self.beats.due(now, g.rules.beat_interval) else {
-            return;
-        };
-        let timeout = g.rules.beat_timeout;
-        for (i, slot) in g.slots.iter_mut().enumerate() {
-            let SlotState::Ready { beat } = &mut slot.state else {
-                continue;
-            };
-            match beat.tick(seq, now, timeout) {
-                Verdict::Send(n) => slot.member.send(Control::Beat(n)),
-                Verdict::Wait => {}
-                Verdict::Wedged { .. } if !slot.member.ends_by_report() => {
-                    tracing::error!(worker = i, pid = ?slot.member.pid(), "missed two beats: killing");
-                    slot.member.kill();
-                    beat.killed();
-                }
-                Verdict::Wedged { first: true } => {
-                    tracing::error!(worker = i, "worker thread missed two beats; threads cannot be killed (use --isolation process)");
-                }
-                Verdict::Wedged { first: false } => {}
-            }
-        }
     }
 }
 

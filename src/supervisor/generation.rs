@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::beats::Beat;
 use super::journal::{Journal, Transition};
-use super::machine::Worker;
-use super::restart::Cause;
-use super::types::Death;
+use super::types::{Cause, Death, Worker};
 use super::Error;
 use crate::config::Config;
 use crate::control::{Control, Driver};

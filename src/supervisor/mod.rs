@@ -15,7 +15,7 @@
 //! fake clock). Its pieces: `generation` (slots, their states, the
 //! barrier, drain deadlines), `restart` (the crash budget), `beats`,
 //! `reload`, `shutdown`, `journal` (every transition, logged from one
-//! place); `host` is the real world it acts on (`member`: a worker thread
+//! place), and `types` at the bottom, which the others all speak; `host` is the real world it acts on (`member`: a worker thread
 //! or process; `child`: the child watch).
 //!
 //! Flow:

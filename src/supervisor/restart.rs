@@ -5,7 +5,7 @@
 //! before a replacement (50 ms doubling, at most 0.8 s). More than
 //! `max_restarts` deaths of one slot within `restart_window` is a crash
 //! loop: the server stops rather than flap. `Machine::crashed` and
-//! `Machine::replace_crashed`, here too, apply it: a crashed slot waits out
+//! `Machine::replace_crashed` (`machine/restarting.rs`) apply it: a crashed slot waits out
 //! its backoff, then a replacement is spawned on the same sockets, and the
 //! host counts the restart by its [`Cause`] (`servery_worker_restarts_total`
 //! with `reason="crash"` or `reason="beat_timeout"`: a restart is counted
@@ -17,30 +17,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::generation::{Rules, SlotState};
-use super::journal::Transition;
-use super::machine::{Host, Machine, Worker};
+use super::generation::Rules;
+pub(crate) use super::types::Cause;
 use super::types::Death;
 use super::Error;
-
-/// Why a serving worker died unasked: the `reason` label of its restart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cause {
-    /// It exited, or a signal the supervisor did not send killed it.
-    Crash,
-    /// The supervisor killed it after two missed beats (`beats`).
-    BeatTimeout,
-}
-
-impl Cause {
-    /// The metric's label value.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Cause::Crash => "crash",
-            Cause::BeatTimeout => "beat_timeout",
-        }
-    }
-}
 
 /// Crash times per slot.
 #[derive(Debug, Default)]
@@ -90,81 +70,6 @@ impl Restarts {
             });
         }
         Ok(backoff(log.len()))
-    }
-}
-
-impl<H: Host> Machine<H> {
-    /// Count a crash (of `cause`) of the current generation's slot `i`.
-    pub(super) fn crashed(&mut self, i: usize, how: Death, cause: Cause, now: Instant) {
-        let Some(g) = self.current.as_mut() else {
-            return;
-        };
-        let pid = g.slots[i].member.pid();
-        match cause {
-            Cause::Crash => {
-                tracing::error!(worker = i, generation = g.id, ?pid, %how, "worker died unexpectedly");
-            }
-            Cause::BeatTimeout => {
-                tracing::error!(worker = i, generation = g.id, ?pid, %how, "worker killed for missed beats is gone");
-            }
-        }
-        match self.restarts.crashed(i, how, now, &g.rules) {
-            Ok(delay) => {
-                let restart_at = now + delay;
-                let state = SlotState::Crashed {
-                    how,
-                    cause,
-                    restart_at,
-                };
-                g.set(i, state, &mut self.journal);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "crash loop: stopping");
-                self.fatal = Some(e);
-                self.begin_shutdown(now);
-            }
-        }
-    }
-
-    /// Replacements due: spawn each on its slot (same sockets).
-    pub(super) fn replace_crashed(&mut self, now: Instant) {
-        let Some(g) = self.current.as_ref() else {
-            return;
-        };
-        let due: Vec<(usize, Death, Cause)> = (0..g.slots.len())
-            .filter_map(|i| match g.slots[i].state {
-                SlotState::Crashed {
-                    how,
-                    cause,
-                    restart_at,
-                } if restart_at <= now => Some((i, how, cause)),
-                _ => None,
-            })
-            .collect();
-        for (i, how, cause) in due {
-            let Some(g) = self.current.as_mut() else {
-                return;
-            };
-            match self.host.spawn(g.id, &g.plan, i) {
-                Ok(member) => {
-                    tracing::info!(worker = i, generation = g.id, pid = ?member.pid(), reason = cause.label(), "replacing crashed worker");
-                    self.journal.record(Transition::Spawned {
-                        generation: g.id,
-                        slot: i,
-                        pid: member.pid(),
-                    });
-                    g.slots[i].member = member;
-                    g.set(i, SlotState::Starting, &mut self.journal);
-                    self.host.restarted(i, cause);
-                }
-                Err(e) => {
-                    // Still the same death's replacement: same cause.
-                    tracing::error!(error = %e, worker = i, "cannot replace worker");
-                    g.set(i, SlotState::Exited { how }, &mut self.journal);
-                    self.crashed(i, Death::Code(-1), cause, now);
-                }
-            }
-        }
     }
 }
 

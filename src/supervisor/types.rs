@@ -1,5 +1,6 @@
 //! The supervisor's vocabulary: the events it waits on, its phases, the
-//! signals it handles, how a worker died and why the server stopped.
+//! signals it handles, how a worker died (and why, for its restart), why
+//! the server stopped, and what the machine asks of a worker.
 //!
 //! At the bottom of `supervisor/`: the state machine, the generations, the
 //! beats, restarts, children and members all speak these types, and this
@@ -9,6 +10,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::control::Control;
 use crate::telemetry::Snapshot;
 use crate::worker::Report;
 
@@ -150,4 +152,44 @@ pub enum Error {
         window_s: u64,
         last: Death,
     },
+}
+
+/// Why a serving worker died unasked: the `reason` label of its restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// It exited, or a signal the supervisor did not send killed it.
+    Crash,
+    /// The supervisor killed it after two missed beats (`beats`).
+    BeatTimeout,
+}
+
+impl Cause {
+    /// The metric's label value.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Cause::Crash => "crash",
+            Cause::BeatTimeout => "beat_timeout",
+        }
+    }
+}
+
+/// How the supervisor drives one worker, whatever its kind.
+pub(crate) trait Worker {
+    fn pid(&self) -> Option<u32>;
+    /// Its end is its final report (threads), not a reaped exit.
+    fn ends_by_report(&self) -> bool;
+    fn send(&self, c: Control);
+    /// Past the drain deadline: FORCE (threads) or SIGTERM (processes).
+    fn terminate(&self);
+    /// SIGKILL its process group (a no-op for threads).
+    fn kill(&self);
+    /// After its end: join the thread.
+    fn finish(&mut self);
+    /// Hand it ACME update `seq`, an answer or a certificate; true if it
+    /// will acknowledge it (processes; threads read the supervisor's own
+    /// table and return false).
+    fn publish(&self, seq: u64, update: &crate::sites::published::Update) -> bool {
+        let _ = (seq, update);
+        false
+    }
 }

@@ -34,6 +34,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 use serde::{Deserialize, Serialize};
 
+/// The ALPN protocol of TLS-ALPN-01 (RFC 8737 §6.2): a server offered only
+/// this protocol answers with the validation's certificate
+/// (`acme::Answer::TlsAlpn01`).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
 /// Why TLS material could not be used. Reported before anything binds.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -204,9 +209,7 @@ pub fn server_config(
     if acme_alpn {
         // Last: rustls picks the first of ours the client offers, and only
         // a validation offers this one (alone, RFC 8737 §3).
-        config
-            .alpn_protocols
-            .push(crate::acme::ACME_TLS_ALPN.to_vec());
+        config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
     }
     config.ticketer = Arc::new(ticketer::Ticketer::new(tickets.0, rotate));
     // TLS 1.3 resumption is by ticket (above); 1.2 session ids use a

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
+use super::ACME_TLS_ALPN;
 use super::{Error, Material};
-use crate::acme::ACME_TLS_ALPN;
 use crate::config::{SiteTls, Sites};
 use crate::sites::published;
 use crate::sites::router::{Router, SiteIndex};

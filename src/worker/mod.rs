@@ -1,8 +1,8 @@
 //! A worker: one pinned OS thread running one monoio runtime.
 //!
 //! Owns: the worker's life ([`State`], one writer: `Lifecycle::enter`),
-//! building its runtime on the chosen driver, accepting, and the connection
-//! loop (`conn`). Does not own when to commit or drain (the supervisor sends
+//! building its runtime on the chosen driver, accepting (`accept`), and the
+//! connection loop (`conn`). Does not own when to commit or drain (the supervisor sends
 //! [`Control`] messages) nor what a request means (`app::Service`).
 //!
 //! Flow:
@@ -21,6 +21,7 @@
 //! supervisor speaks them too); the keep-alive sweeper of parked connections
 //! runs here beside the accept loops, for the worker's whole life.
 
+mod accept;
 mod conn;
 pub mod fault;
 mod heap;
@@ -37,7 +38,7 @@ use monoio::io::Canceller;
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
 use socket2::Socket;
 
-use crate::app::{Service, ServiceFactory};
+use crate::app::ServiceFactory;
 use crate::config::DriverChoice;
 use crate::http::date::DateCache;
 use crate::http::Limits;
@@ -143,6 +144,9 @@ pub(crate) struct Init<F> {
     pub sites: Arc<crate::sites::router::Router>,
     /// The access log's sink and format, when there is a log.
     pub access_log: Option<crate::access_log::Setup>,
+    /// The `[[headers]]` rules an app's responses get (the static files
+    /// keep their own, per site).
+    pub header_rules: Arc<[crate::http::rules::HeaderRule]>,
 }
 
 /// The one writer of a worker's [`State`].
@@ -309,6 +313,8 @@ pub(crate) struct Ctx<H> {
     pub connections: Cell<u64>,
     /// How names find sites (the SNI's site of a TLS connection).
     pub sites: Arc<crate::sites::router::Router>,
+    /// The `[[headers]]` rules set on an app's responses.
+    pub header_rules: Arc<[crate::http::rules::HeaderRule]>,
     /// Response bytes all connections hold prepared and unsent
     /// (`--worker-output-bytes`).
     pub output: Rc<conn::WorkerBudget>,
@@ -372,6 +378,7 @@ async fn lifecycle<F: ServiceFactory>(
             .map(|setup| crate::access_log::Log::new(setup, init.stats.clone())),
         connections: Cell::new(0),
         sites: init.sites.clone(),
+        header_rules: init.header_rules.clone(),
         output: Rc::new(conn::WorkerBudget::new(
             init.settings.worker_output_bytes,
             init.stats.clone(),
@@ -384,7 +391,7 @@ async fn lifecycle<F: ServiceFactory>(
             (true, Some(config)) => Some(config.clone()),
             (true, None) | (false, _) => None,
         };
-        monoio::spawn(accept_loop(
+        monoio::spawn(accept::accept_loop(
             l,
             ctx.clone(),
             canceller.handle(),
@@ -513,151 +520,5 @@ async fn sweep_keepalive<H>(ctx: Rc<Ctx<H>>) {
     loop {
         monoio::time::sleep(registry::SWEEP_INTERVAL).await;
         ctx.registry.sweep();
-    }
-}
-
-async fn accept_loop<H: Service>(
-    listener: monoio::net::TcpListener,
-    ctx: Rc<Ctx<H>>,
-    cancel: monoio::io::CancelHandle,
-    accepting: Rc<Cell<usize>>,
-    tls: Option<Arc<rustls::ServerConfig>>,
-) {
-    let max = ctx.settings.max_connections;
-    while !ctx.draining.get() {
-        if ctx.registry.len() >= max {
-            // At the cap, leave new connections queued in the kernel (as
-            // nginx does at worker_connections) until one closes.
-            monoio::select! {
-                _ = ctx.registry.wait_below(max) => {},
-                _ = monoio::time::sleep(Duration::from_millis(50)) => {},
-            }
-            continue;
-        }
-        match listener.cancelable_accept(cancel.clone()).await {
-            Ok((stream, peer)) => {
-                if !admit(stream, Some(peer), &ctx, &tls).await {
-                    break;
-                }
-            }
-            Err(e) if ctx.draining.get() => {
-                tracing::trace!(error = %e, "accept cancelled by drain");
-                break;
-            }
-            Err(e) => accept_error(e).await,
-        }
-    }
-    sweep_queue(&listener, &ctx, &tls).await;
-    accepting.set(accepting.get() - 1);
-    ctx.registry.wake_closed();
-    drop(listener);
-}
-
-/// Take in one accepted connection: TCP_NODELAY, the global budget, the
-/// registry, then its task. `false` (and the connection closed) when the
-/// budget is spent and the worker is draining, so cannot wait for it.
-async fn admit<H: Service>(
-    stream: monoio::net::TcpStream,
-    peer: Option<std::net::SocketAddr>,
-    ctx: &Rc<Ctx<H>>,
-    tls: &Option<Arc<rustls::ServerConfig>>,
-) -> bool {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY failed; closing");
-        return true;
-    }
-    WorkerStats::add(&ctx.stats.connections_accepted, 1);
-    if let (Some(limit), Some(budget)) = (ctx.settings.max_connections_total, &ctx.registry.budget)
-    {
-        // The global budget is spent: hold this connection (and accept no
-        // more) until any worker frees a unit.
-        while !budget.try_acquire(limit) {
-            if ctx.draining.get() {
-                return false;
-            }
-            monoio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-    // Register before spawning, so the cap check in the accept loop sees it.
-    let registration = ctx.registry.register(
-        crate::sys::socket::Registered::new(crate::sys::socket::stream_fd(&stream)),
-        tls.is_some(),
-    );
-    let id = ctx.connections.get();
-    ctx.connections.set(id + 1);
-    let facts = crate::app::Connection {
-        peer,
-        worker: ctx.index,
-        id,
-        tls: None,
-    };
-    match tls {
-        Some(config) => {
-            monoio::spawn(conn::serve_tls(
-                stream,
-                registration,
-                ctx.clone(),
-                config.clone(),
-                facts,
-            ));
-        }
-        None => {
-            monoio::spawn(conn::serve(stream, registration, ctx.clone(), facts));
-        }
-    }
-    true
-}
-
-/// After the accept was cancelled by a drain: take whatever is queued on
-/// the socket now. io_uring waits for accept exclusively, so a connection
-/// whose wake-up went to our (now cancelled) accept would otherwise sit in
-/// the queue of a socket the next generation shares until another
-/// connection arrives to wake it. Draining, these get one answer each with
-/// `Connection: close`.
-async fn sweep_queue<H: Service>(
-    listener: &monoio::net::TcpListener,
-    ctx: &Rc<Ctx<H>>,
-    tls: &Option<Arc<rustls::ServerConfig>>,
-) {
-    loop {
-        let fd =
-            match crate::sys::socket::accept_nonblocking(crate::sys::socket::listener_fd(listener))
-            {
-                Ok(fd) => fd,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::debug!(error = %e, "queue sweep stopped");
-                    return;
-                }
-            };
-        let std_stream = std::net::TcpStream::from(fd);
-        // Each driver wants its sockets as its own accept makes them:
-        // non-blocking for epoll, blocking for io_uring.
-        if std_stream
-            .set_nonblocking(ctx.driver == Driver::Epoll)
-            .is_err()
-        {
-            continue;
-        }
-        match monoio::net::TcpStream::from_std(std_stream) {
-            Ok(stream) => {
-                // Draining: without budget it is closed rather than held.
-                let peer = stream.peer_addr().ok();
-                admit(stream, peer, ctx, tls).await;
-            }
-            Err(e) => tracing::debug!(error = %e, "swept connection not adopted"),
-        }
-    }
-}
-
-async fn accept_error(e: io::Error) {
-    match e.raw_os_error() {
-        // Out of descriptors: back off instead of spinning (nginx does the same).
-        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM) => {
-            tracing::warn!(error = %e, "accept failed; backing off");
-            monoio::time::sleep(Duration::from_millis(10)).await;
-        }
-        _ => tracing::debug!(error = %e, "accept failed"),
     }
 }

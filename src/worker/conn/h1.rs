@@ -31,18 +31,15 @@
 //! the next request's. Either way nothing after it is parsed as a request.
 //! A service called through `exchange` reads its body itself (`intake`).
 //!
-//! Past 600 lines: the idle wait's two drivers (io_uring's grace read, epoll's
-//! readiness) and the lingering close are part of one connection's state, and
-//! splitting them would spread `Conn`'s fields over files.
+//! The reads themselves (a timed read, the idle grace on each driver) are
+//! `reads`'s: they take a stream and a buffer, not the connection.
 
 use std::cell::RefMut;
-use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, CancelableAsyncReadRent, Canceller};
-use monoio::net::TcpStream;
+use monoio::io::{AsyncReadRent, Canceller};
 
 use super::super::registry::{Registration, DRAIN_LINGER};
 use super::super::{Ctx, Driver};
@@ -51,7 +48,7 @@ use super::input::Input;
 use super::linger::{linger, Linger};
 use super::logged::Pending;
 use super::output::Output;
-use super::pool::Pool;
+use super::reads::{read_grace_ready, read_grace_uring, read_timed, settle, Read};
 use super::transport::Transport;
 use crate::app::{Connection, Service};
 use crate::http::body::{Decoder, Framing};
@@ -72,15 +69,26 @@ const IDLE_GRACE: Duration = Duration::from_millis(10);
 /// stream's own buffers; not pooled, as it is not the pool's size.
 const TLS_IDLE_READ_BYTES: usize = 1024;
 
-/// Serve one accepted connection. `registration` (made by the accept loop,
-/// so the connection cap counts it at once) is dropped before the stream, so
-/// the entry leaves the registry before the fd closes.
-pub(crate) async fn serve<H: Service, S: Transport>(
+/// A connection that opened with HTTP/2's preface, handed back to the
+/// connection layer's one protocol choice (`conn::serve`).
+pub(super) struct Handover<S> {
+    pub stream: S,
+    /// The bytes read so far, preface first: HTTP/2's.
+    pub prefix: bytes::Bytes,
+    pub registration: Registration,
+    pub facts: Connection,
+}
+
+/// Serve one accepted connection as HTTP/1.1, until it closes (`None`) or
+/// opens with the HTTP/2 preface (the [`Handover`]). `registration` (made
+/// by the accept loop, so the connection cap counts it at once) is dropped
+/// before the stream, so the entry leaves the registry before the fd closes.
+pub(super) async fn serve<H: Service, S: Transport>(
     stream: S,
     registration: Registration,
     ctx: Rc<Ctx<H>>,
     facts: Connection,
-) {
+) -> Option<Handover<S>> {
     let _gauge = super::OpenGauge::new(&ctx.stats);
     let mut conn = Conn {
         ctx: &ctx,
@@ -117,19 +125,16 @@ pub(crate) async fn serve<H: Service, S: Transport>(
         let prefix = bytes::Bytes::copy_from_slice(conn.input.pending());
         conn.input.release(&ctx.pool);
         let Conn { stream, facts, .. } = conn;
-        match stream.into_poll() {
-            Ok(tcp) => {
-                let io = super::h2::Prefixed::new(prefix, tcp);
-                // Boxed: an HTTP/2 connection's state would otherwise widen
-                // every HTTP/1.1 connection's future.
-                Box::pin(super::h2::serve(io, &registration, &ctx, facts)).await;
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
-        }
-        return;
+        return Some(Handover {
+            stream,
+            prefix,
+            registration,
+            facts,
+        });
     }
     drop(registration);
     conn.input.release(&ctx.pool);
+    None
 }
 
 /// How a busy period of a connection ended.
@@ -635,86 +640,3 @@ pub(super) fn push<H>(
     let mut heads = ctx.heads.borrow_mut();
     output.push(&mut heads, resp, date.now(), persistence, include_body)
 }
-
-/// A read's outcome.
-enum Read {
-    /// Bytes arrived; the buffer holds them after what it held before.
-    Data(Vec<u8>),
-    /// EOF, an error or a timeout; the buffer back when the read returned it.
-    Closed(Option<Vec<u8>>),
-}
-
-/// One read after the bytes `buf` holds, within `wait`.
-async fn read_timed<S: AsyncReadRent>(stream: &mut S, buf: Vec<u8>, wait: Duration) -> Read {
-    let len = buf.len();
-    match monoio::time::timeout(wait, stream.read(buf.slice_mut(len..))).await {
-        // The read is cancelled with its buffer; it is freed, not pooled.
-        Err(_) => Read::Closed(None),
-        Ok((res, slice)) => settle(res, slice.into_inner()),
-    }
-}
-
-fn settle(res: io::Result<usize>, buf: Vec<u8>) -> Read {
-    match res {
-        Ok(n) if n > 0 => Read::Data(buf),
-        // The client closed (or a drain shut our read side), or an error.
-        Ok(_) | Err(_) => Read::Closed(Some(buf)),
-    }
-}
-
-/// The grace of an idle wait on io_uring: a read with a pooled buffer for
-/// `grace`. `None` if nothing came: the read is cancelled and the buffer,
-/// handed back by the cancellation, returned to the pool.
-///
-/// Cancelled through a `Canceller` and awaited to the end, not dropped: a
-/// dropped read whose completion the kernel has posted but the runtime has
-/// not reaped yet loses the bytes it read (possible wherever completions are
-/// not deferred to our own wait, i.e. without `DEFER_TASKRUN`), and the
-/// connection would then wait for a request that already came. The awaited
-/// cancellation returns those bytes instead.
-async fn read_grace_uring(
-    tcp: &mut TcpStream,
-    pool: &Pool,
-    grace: Duration,
-    canceller: &mut Canceller,
-) -> Option<Read> {
-    let buf = pool.take();
-    let cap = buf.capacity();
-    let mut read = std::pin::pin!(tcp.cancelable_read(buf.slice_mut(0..cap), canceller.handle()));
-    let early = monoio::select! {
-        r = &mut read => Some(r),
-        _ = monoio::time::sleep(grace) => None,
-    };
-    let (res, slice) = match early {
-        Some(r) => r,
-        None => {
-            // `cancel` consumes the canceller and hands back a fresh one.
-            *canceller = std::mem::take(canceller).cancel();
-            read.await
-        }
-    };
-    let buf = slice.into_inner();
-    match res {
-        Ok(n) if n > 0 => Some(Read::Data(buf)),
-        // Cancelled by us: the connection parks, holding nothing.
-        Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => {
-            pool.give(buf);
-            None
-        }
-        Ok(_) | Err(_) => Some(Read::Closed(Some(buf))),
-    }
-}
-
-/// The grace of an idle wait on epoll: readiness within `grace`, then one
-/// read with a pooled buffer; `None` if the client stayed silent.
-async fn read_grace_ready(tcp: &mut TcpStream, pool: &Pool, grace: Duration) -> Option<Read> {
-    match monoio::time::timeout(grace, tcp.readable(false)).await {
-        Err(_) => None,
-        Ok(Err(_)) => Some(Read::Closed(None)),
-        Ok(Ok(())) => Some(read_timed(tcp, pool.take(), grace.max(READY_READ_WAIT)).await),
-    }
-}
-
-/// Bound on the read that follows readiness (the bytes are already there;
-/// this only guards against a spurious wake-up).
-const READY_READ_WAIT: Duration = Duration::from_secs(1);

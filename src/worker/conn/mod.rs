@@ -7,9 +7,12 @@
 //! response encoding (the I/O-free `http` core), what a request means
 //! (`app::Service`), nor accepting and draining (the worker).
 //!
+//! The protocol is chosen in one place, here: [`serve_tls`] by the
+//! handshake's ALPN, [`serve`] by the first bytes (the HTTP/1.1 loop hands
+//! a connection that opens with HTTP/2's preface back, with what it read).
+//!
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
-//! 1. `transport`: the stream a connection runs over; TLS handshakes, and
-//!    ALPN's choice of HTTP/2 (`h2`) or HTTP/1.1.
+//! 1. `transport`: the stream a connection runs over; TLS handshakes.
 //! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
 //!    buffers, taking pipelined requests within the sender's budget;
 //!    `input` holds its received bytes and skips request bodies.
@@ -18,10 +21,11 @@
 //!    (`intake`), its response framed and streamed.
 //! 4. `output`: the sender: queued heads, `Bytes` bodies and file ranges,
 //!    written by one vectored write per batch and sendfile.
-//! 5. `linger`: the bounded half-close after an error or a close.
+//! 5. `linger`: the bounded half-close after an error or a close; `reads`:
+//!    a connection's timed read and idle grace on each driver.
 //! 6. `pool`: read buffers shared by a worker's connections.
 //! 7. `h2`: HTTP/2 connections (by ALPN, or by the h2c preface a plain
-//!    connection opens with, which `h1` hands over), their streams answered
+//!    connection opens with, which `h1` hands back), their streams answered
 //!    by the same `dispatch`.
 //! 8. `logged`: each request's access-log fields, kept until its response
 //!    has left (the line says what was written and how long it took).
@@ -44,12 +48,90 @@ mod linger;
 mod logged;
 mod output;
 mod pool;
+mod reads;
 mod transport;
 
 pub(crate) use budget::WorkerBudget;
-pub(crate) use h1::serve;
 
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::net::TcpStream;
+
+use super::registry::Registration;
+use super::Ctx;
+use crate::app::{Connection, Service};
 use crate::telemetry::WorkerStats;
+use transport::Transport;
+
+/// Serve a connection accepted on a plain listener: HTTP/1.1, unless it
+/// opens with HTTP/2's preface (prior knowledge, RFC 9113 §3.3), which the
+/// HTTP/1.1 loop hands back with the bytes it read.
+pub(crate) async fn serve<H: Service>(
+    stream: TcpStream,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+    facts: Connection,
+) {
+    http1_then_h2c(stream, registration, ctx, facts).await
+}
+
+/// Serve a connection accepted on a TLS listener: the handshake, then the
+/// protocol its ALPN chose (`h2`, or HTTP/1.1 for anything else); an
+/// `acme-tls/1` validation ends with the handshake (RFC 8737 §3).
+pub(crate) async fn serve_tls<H: Service>(
+    stream: TcpStream,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+    config: Arc<rustls::ServerConfig>,
+    facts: Connection,
+) {
+    let Some((tcp, session, facts)) =
+        transport::handshake_within(stream, &registration, &ctx, config, facts).await
+    else {
+        return;
+    };
+    match session.alpn_protocol() {
+        Some(crate::acme::ACME_TLS_ALPN) => {}
+        Some(b"h2") => {
+            let _gauge = OpenGauge::new(&ctx.stats);
+            match tcp.try_into_poll_io() {
+                Ok(tcp) => {
+                    let tls = h2::Tls::new(tcp, session);
+                    Box::pin(h2::serve(tls, &registration, &ctx, facts)).await;
+                }
+                Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
+            }
+        }
+        _ => {
+            let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
+            http1_then_h2c(tls, registration, ctx, facts).await
+        }
+    }
+}
+
+/// HTTP/1.1 on `stream`, then HTTP/2 on what it hands back (a transport
+/// that cannot be polled, TLS, never hands back: its HTTP/2 is ALPN's).
+async fn http1_then_h2c<H: Service, S: Transport>(
+    stream: S,
+    registration: Registration,
+    ctx: Rc<Ctx<H>>,
+    facts: Connection,
+) {
+    let Some(h) = h1::serve(stream, registration, ctx.clone(), facts).await else {
+        return;
+    };
+    let _gauge = OpenGauge::new(&ctx.stats);
+    match h.stream.into_poll() {
+        Ok(tcp) => {
+            let io = h2::Prefixed::new(h.prefix, tcp);
+            // Boxed: an HTTP/2 connection's state would otherwise widen
+            // every HTTP/1.1 connection's future.
+            Box::pin(h2::serve(io, &h.registration, &ctx, h.facts)).await;
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
+    }
+}
 
 /// Counts a connection in the open-connection gauge while it lives.
 pub(super) struct OpenGauge<'a>(&'a WorkerStats);
@@ -67,4 +149,3 @@ impl Drop for OpenGauge<'_> {
     }
 }
 pub(crate) use pool::Pool;
-pub(crate) use transport::serve_tls;

@@ -1,13 +1,13 @@
 //! Transports: what a connection runs over (plain TCP, or TLS on TCP), and
 //! the TLS handshake that turns an accepted socket into the latter.
 //!
-//! A TLS connection whose handshake chose `h2` by ALPN goes to `h2`; any
-//! other to the HTTP/1.1 loop, which is generic over [`Transport`]; the sender asks it
+//! The HTTP/1.1 loop is generic over [`Transport`]; the sender asks it
 //! whether the socket is reachable for zero-copy file bodies (`tcp`) and
-//! whether bytes are encrypted in user space (`ENCRYPTS`).
+//! whether bytes are encrypted in user space (`ENCRYPTS`). Which protocol a
+//! connection speaks is not decided here but in `conn::serve` and
+//! `conn::serve_tls`, from the handshake's ALPN or the first bytes.
 
 use std::io;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
@@ -16,7 +16,6 @@ use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
 use super::super::Ctx;
-use crate::app::Service;
 use crate::telemetry::WorkerStats;
 
 /// What a connection runs over: plain TCP, or TLS on TCP.
@@ -57,17 +56,19 @@ impl Transport for monoio_rustls::ServerTlsStream<TcpStream> {
     }
 }
 
-/// A connection on a TLS listener: handshake (bounded by the handshake
-/// timeout), then the same loop as plain connections. A client speaking
-/// plain HTTP to the TLS port fails the handshake on its first byte; it is
+/// The handshake of a connection on a TLS listener, bounded by the
+/// handshake timeout and counted: the socket, the session and the
+/// connection's facts with what TLS settled (ALPN, version, resumption, the
+/// SNI's site); `None` when it failed (the connection is closed). A client
+/// speaking plain HTTP to the TLS port fails on its first byte; it is
 /// counted and closed without an error log.
-pub(crate) async fn serve_tls<H: Service>(
+pub(super) async fn handshake_within<H>(
     stream: TcpStream,
-    registration: Registration,
-    ctx: Rc<Ctx<H>>,
+    registration: &Registration,
+    ctx: &Ctx<H>,
     config: Arc<rustls::ServerConfig>,
     facts: crate::app::Connection,
-) {
+) -> Option<(TcpStream, rustls::ServerConnection, crate::app::Connection)> {
     let limit = ctx.settings.tls_handshake_timeout;
     // Mid-handshake is not idle: a drain must let it finish (its request
     // then gets `Connection: close`) rather than cut the client's hello.
@@ -95,23 +96,7 @@ pub(crate) async fn serve_tls<H: Service>(
                 }),
                 ..facts
             };
-            // RFC 8737 §3: a TLS-ALPN-01 validation ends with the handshake.
-            if session.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
-                return;
-            }
-            if session.alpn_protocol() == Some(b"h2") {
-                let _gauge = super::OpenGauge::new(&ctx.stats);
-                match tcp.try_into_poll_io() {
-                    Ok(tcp) => {
-                        let tls = super::h2::Tls::new(tcp, session);
-                        Box::pin(super::h2::serve(tls, &registration, &ctx, facts)).await;
-                    }
-                    Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
-                }
-                return;
-            }
-            let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
-            super::h1::serve(tls, registration, ctx, facts).await
+            return Some((tcp, session, facts));
         }
         Ok(Err(Handshake::Plaintext)) => {
             WorkerStats::add(&ctx.stats.tls_plaintext, 1);
@@ -126,6 +111,7 @@ pub(crate) async fn serve_tls<H: Service>(
             tracing::debug!("TLS handshake timed out");
         }
     }
+    None
 }
 
 /// Why a handshake failed.

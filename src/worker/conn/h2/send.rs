@@ -34,10 +34,10 @@ use http::header::{self, HeaderValue};
 use super::super::super::Ctx;
 use super::super::budget::{Ticket, SLICE_BYTES};
 use super::outbox::Outbox;
-use super::stream::{refusal_of, Gone, Tally};
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
-use crate::http::Part;
+use crate::http::error::Refusal;
+use crate::http::{ParseError, Part};
 use crate::sys::iovec::read_at_into;
 use crate::telemetry::WorkerStats;
 
@@ -564,5 +564,35 @@ impl ConnectionSafe for http::HeaderMap {
         for name in ["keep-alive", "proxy-connection"] {
             self.remove(name);
         }
+    }
+}
+
+/// Why a stream ended before its response did.
+#[derive(Debug)]
+pub(super) enum Gone {
+    /// The client reset it (or the connection ended).
+    Reset,
+    /// We reset it (no credit for the send timeout, a body that failed).
+    Cut,
+}
+
+/// What a stream's answer sent: its status (0 before the head) and the
+/// body bytes handed to `h2`.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    pub(super) status: Cell<u16>,
+    pub(super) bytes: Cell<u64>,
+}
+
+/// The answer a broken request body gets; `None` for a client that left.
+pub(super) fn refusal_of(e: BodyError) -> Option<Refusal> {
+    match e {
+        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
+            length: limit.saturating_add(1),
+        })),
+        // HTTP/2 frames bodies itself; only HTTP/1.1 finds one malformed.
+        BodyError::Malformed => Some(Refusal::Unrepresentable),
+        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
+        BodyError::Closed => None,
     }
 }

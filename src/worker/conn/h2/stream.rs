@@ -38,7 +38,7 @@ use super::super::dispatch::{self, poll_caught};
 use super::super::logged::{Captured, CLIENT_CLOSED};
 use super::heads;
 use super::outbox::Outbox;
-use super::send::{self, send};
+use super::send::{self, refusal_of, send, Gone, Tally};
 use crate::app::body::Feed;
 use crate::app::response::from_static;
 use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service};
@@ -87,15 +87,6 @@ impl Shared {
             self.goaway.set(Some(Reason::NO_ERROR));
         }
     }
-}
-
-/// Why a stream ended before its response did.
-#[derive(Debug)]
-pub(super) enum Gone {
-    /// The client reset it (or the connection ended).
-    Reset,
-    /// We reset it (no credit for the send timeout, a body that failed).
-    Cut,
 }
 
 /// Answer one stream: the static files from the head at once ([`reply`]),
@@ -258,14 +249,6 @@ impl Drop for Logged<'_> {
     }
 }
 
-/// What a stream's answer sent: its status (0 before the head) and the
-/// body bytes handed to `h2`.
-#[derive(Debug, Default)]
-pub(super) struct Tally {
-    pub(super) status: Cell<u16>,
-    pub(super) bytes: Cell<u64>,
-}
-
 /// Answer with `refusal`'s error response (the one place errors become
 /// statuses, `on_error`); a stream gone meanwhile is no further concern.
 async fn refuse<H>(
@@ -384,19 +367,6 @@ async fn call<H: Service>(
     .await;
     if let Err(Gone::Reset) = sent {
         shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
-    }
-}
-
-/// The answer a broken request body gets; `None` for a client that left.
-pub(super) fn refusal_of(e: BodyError) -> Option<Refusal> {
-    match e {
-        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
-            length: limit.saturating_add(1),
-        })),
-        // HTTP/2 frames bodies itself; only HTTP/1.1 finds one malformed.
-        BodyError::Malformed => Some(Refusal::Unrepresentable),
-        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
-        BodyError::Closed => None,
     }
 }
 

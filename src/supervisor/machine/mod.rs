@@ -17,8 +17,14 @@
 //!    shutdown with nothing left sets the outcome.
 //!
 //! Reload and shutdown live in `reload.rs` and `shutdown.rs`, the slot and
-//! stage types in `generation.rs`, beats, the restart budget and the ACME
-//! acknowledgements (`acks.rs`) in their own files.
+//! stage types in `generation.rs`, the bookkeeping of beats, of the restart
+//! budget and of ACME acknowledgements in `beats.rs`, `restart.rs` and
+//! `acks.rs`; the steps that apply the first two are methods of
+//! [`Machine`] in this folder (`beating.rs`, `restarting.rs`), so the
+//! bookkeeping below never names the machine above it.
+
+mod beating;
+mod restarting;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -27,32 +33,12 @@ use super::acks::Acks;
 use super::beats::{Beat, Beats};
 use super::generation::{Force, Generation, Quorum, Rules, SlotState, Stage};
 use super::journal::{Journal, Transition};
-use super::restart::{Cause, Restarts};
-use super::types::Death;
+use super::restart::Restarts;
+pub(crate) use super::types::Worker;
+use super::types::{Cause, Death};
 use super::{Error, Event, Phase, Signal};
 use crate::control::{Control, Driver, Report, State};
 use crate::telemetry::Snapshot;
-
-/// How the supervisor drives one worker, whatever its kind.
-pub(crate) trait Worker {
-    fn pid(&self) -> Option<u32>;
-    /// Its end is its final report (threads), not a reaped exit.
-    fn ends_by_report(&self) -> bool;
-    fn send(&self, c: Control);
-    /// Past the drain deadline: FORCE (threads) or SIGTERM (processes).
-    fn terminate(&self);
-    /// SIGKILL its process group (a no-op for threads).
-    fn kill(&self);
-    /// After its end: join the thread.
-    fn finish(&mut self);
-    /// Hand it ACME update `seq`, an answer or a certificate; true if it
-    /// will acknowledge it (processes; threads read the supervisor's own
-    /// table and return false).
-    fn publish(&self, seq: u64, update: &crate::sites::published::Update) -> bool {
-        let _ = (seq, update);
-        false
-    }
-}
 
 /// A generation's resources as the host made them.
 pub(crate) trait Plan {
