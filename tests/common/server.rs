@@ -379,6 +379,13 @@ impl TestServer {
                 status.is_some()
             });
             self.exited = status;
+            // Nothing of the server is left to hold its pipes: let the
+            // readers take its last lines (on a loaded machine they can lag
+            // the exit), so `stderr()` says everything it wrote.
+            if status.is_some() && self.tag.as_ref().is_none_or(Tag::all_gone) {
+                settle(&self.stdout);
+                settle(&self.stderr);
+            }
         }
         self.exited
     }

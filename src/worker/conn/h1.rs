@@ -145,7 +145,8 @@ enum Busy {
     /// Idle past the grace, holding no buffer: park until readable, for at
     /// most `left` more (the keep-alive or header timeout).
     Idle { left: Duration },
-    /// The connection opened with the HTTP/2 preface: hand it to `h2`.
+    /// The connection opened with the HTTP/2 preface: hand it back to
+    /// `conn::serve`, which gives it to `h2`.
     H2c,
 }
 
