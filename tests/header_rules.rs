@@ -10,27 +10,8 @@ mod common;
 
 use common::app::AppServer;
 use common::h2::{Client, Exchange, View};
-use common::TestServer;
+use common::{ConfigFile, TestServer};
 use servery::app::{MakeError, Request, Response, Service};
-
-/// A config file in a temp dir the test keeps.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-impl ConfigFile {
-    fn new(text: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("servery.toml");
-        std::fs::write(&path, text).unwrap();
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-}
 
 /// An app that answers every request with the same 200.
 struct Hello;

@@ -31,6 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::process::{alive, signal, starttime, stat, tcp_sockets_on, Tag, TCP_LISTEN};
+use common::ConfigFile;
 use common::{
     docroot, free_port, is_timeout, metric, read_response, slow_download, spawn_behind_barrier,
     start_with_a_failing_prepare, stays_silent, try_get, wait_until, Builder, Signal, TestServer,
@@ -334,29 +335,6 @@ fn a_failed_prepare_is_reported_with_its_reason(watch: &str) {
 
 // ---------------------------------------------------------------------------
 // Reloads
-
-/// A config file in its own directory.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-impl ConfigFile {
-    fn new(text: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("servery.toml");
-        std::fs::write(&path, text).unwrap();
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn write(&self, text: &str) {
-        std::fs::write(&self.path, text).unwrap();
-    }
-
-    fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-}
 
 fn a_bad_config_on_reload_is_refused_and_the_old_workers_keep_serving(watch: &str) {
     let _g = shared();

@@ -198,3 +198,28 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A config file (`servery.toml`) in a temp dir kept as long as this is.
+pub struct ConfigFile {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl ConfigFile {
+    pub fn new(text: &str) -> ConfigFile {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("servery.toml");
+        std::fs::write(&path, text).expect("write the config file");
+        ConfigFile { _dir: dir, path }
+    }
+
+    /// Replace its text (a reload's new config).
+    pub fn write(&self, text: &str) {
+        std::fs::write(&self.path, text).expect("write the config file");
+    }
+
+    /// Its path, as `--config` takes it.
+    pub fn arg(&self) -> &str {
+        self.path.to_str().expect("a UTF-8 temp path")
+    }
+}
