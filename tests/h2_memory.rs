@@ -129,8 +129,9 @@ fn never_reading_clients_are_bounded(driver: &str, isolation: &str, tls: bool, c
     let seen = hostile_clients(driver, isolation, tls, connections, &[]);
     assert!(
         seen.held > 0.0,
-        "servery_output_bytes while held: {}",
-        seen.held
+        "servery_output_bytes while held: {}\nserver stderr:\n{}",
+        seen.held,
+        seen.stderr
     );
 }
 
@@ -138,6 +139,9 @@ fn never_reading_clients_are_bounded(driver: &str, isolation: &str, tls: bool, c
 struct Seen {
     held: f64,
     waits: f64,
+    /// The server's stderr when the clients were dropped (what a failed
+    /// bound prints: a worker replaced for missed beats, say).
+    stderr: String,
 }
 
 /// Start a server (with `args`), hold `connections` hostile clients against
@@ -217,6 +221,7 @@ fn hostile_clients(
     let metrics = server.metrics();
     let held_metric = common::metric(&metrics, "servery_output_bytes").unwrap_or(-1.0);
     let waits = common::metric(&metrics, "servery_output_waits_total").unwrap_or(-1.0);
+    let stderr = server.stderr();
     drop(hostile);
 
     let closed = Instant::now();
@@ -262,6 +267,7 @@ fn hostile_clients(
     Seen {
         held: held_metric,
         waits,
+        stderr,
     }
 }
 
