@@ -36,7 +36,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
 
-use super::{free_port, run_bounded, send_to, try_read_response};
+use super::{run_bounded, send_to, try_read_response};
 
 /// What pebble is started with.
 #[derive(Clone, Copy, Debug)]
@@ -86,13 +86,24 @@ impl Pebble {
         let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().expect("pebble temp dir");
         let (cert, key, roots) = write_wfe_certificate(dir.path());
-        let listen = free_port();
-        let management = free_port();
-        let dns_management = free_port();
-        let dns_port = UdpSocket::bind("127.0.0.1:0")
-            .and_then(|s| s.local_addr())
-            .expect("free UDP port")
-            .port();
+        // Four ports, all different: each probe is held until the last is
+        // chosen, and the DNS port (challtestsrv serves it over UDP and
+        // TCP) must be free in both. Probed one by one, pebble's management
+        // port once came out as the DNS port and could not be bound.
+        let probe = || std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe listener");
+        let held = [probe(), probe(), probe()];
+        let [listen, management, dns_management] = held
+            .each_ref()
+            .map(|l| l.local_addr().expect("probe address"));
+        let (dns_udp, dns_tcp, dns_port) = (0..100)
+            .find_map(|_| {
+                let udp = UdpSocket::bind("127.0.0.1:0").ok()?;
+                let port = udp.local_addr().ok()?.port();
+                let tcp = std::net::TcpListener::bind(("127.0.0.1", port)).ok()?;
+                Some((udp, tcp, port))
+            })
+            .expect("a port free over UDP and TCP");
+        drop((held, dns_udp, dns_tcp));
         let config = serde_json::json!({ "pebble": {
             "listenAddress": listen.to_string(),
             "managementListenAddress": management.to_string(),
