@@ -27,9 +27,11 @@ from collections import defaultdict
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(REPO, "src")
 
-# What .ci/run holds to: no cycle inside these. Issue 25 adds `top`,
-# and `config` as their cycles are taken apart.
+# What .ci/run holds to: no cycle inside these. `config/`'s own modules
+# still read its `raw` table and the table reads them (one declaration per
+# setting needs both directions); the rest is held.
 SCOPES = [
+    "top",
     "http",
     "supervisor",
     "supervisor::machine",

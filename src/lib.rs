@@ -19,6 +19,7 @@
 //! - `access_log`: one line per request, formatted per worker, written off them.
 //! - `tls`: rustls identity, self-signed material, the shared ticketer.
 //! - `sys`: the only module with `unsafe`: syscalls behind safe wrappers.
+//! - `choice`: settings that take one word from a list (`choice!`).
 //! - `plural`: counts in what servery prints ("1 worker", "2 workers").
 //!
 //! # Serving a service
@@ -46,6 +47,7 @@
 pub mod access_log;
 pub mod acme;
 pub mod app;
+mod choice;
 pub mod cli;
 pub mod config;
 pub mod control;

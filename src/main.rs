@@ -5,6 +5,7 @@ use servery::sites::Sites;
 
 fn main() -> ExitCode {
     servery::telemetry::init_logging("warn");
-    let result = cli::parse().and_then(|cli| cli::run(cli, Sites::factory));
+    let result = cli::parse()
+        .and_then(|cli| cli::run(cli, |c| Sites::factory(&c.sites, c.worker_processes())));
     result.unwrap_or_else(|e| cli::report(&e))
 }

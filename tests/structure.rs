@@ -35,8 +35,8 @@ fn the_checked_folders_have_no_import_cycle() {
     );
     assert!(
         text.contains(
-            "no import cycle in http, supervisor, supervisor::machine, worker, worker::conn, \
-             worker::conn::h2"
+            "no import cycle in top, http, supervisor, supervisor::machine, worker, \
+             worker::conn, worker::conn::h2"
         ),
         "{text}"
     );

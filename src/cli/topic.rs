@@ -256,17 +256,25 @@ impl Topic {
         }
     }
 
-    /// The keys of its flags, in the order they are listed.
+    /// The keys of its flags, in the order they are listed (a `prefix_*`
+    /// line: every setting with the prefix, in the config table's order).
     pub(crate) fn keys(self) -> impl Iterator<Item = &'static str> {
         FLAGS
             .iter()
             .filter(move |(_, t)| *t == self)
-            .map(|(key, _)| *key)
+            .flat_map(|(line, _)| {
+                let prefix = line.strip_suffix('*');
+                let table =
+                    crate::config::keys().filter(move |k| prefix.is_some_and(|p| k.starts_with(p)));
+                prefix.is_none().then_some(*line).into_iter().chain(table)
+            })
     }
 }
 
 /// Every flag's topic, by its setting's key (as in the config file); within
-/// a topic, flags are listed in this order. A new flag is one line here.
+/// a topic, flags are listed in this order. A new flag is one line here,
+/// unless a `prefix_*` line covers it (`h2_*`: every HTTP/2 limit, so a new
+/// one needs no line).
 pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("bind", Topic::Listeners),
     ("listener", Topic::Listeners),
@@ -323,10 +331,7 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("acme_retry", Topic::Sites),
     ("alpn", Topic::Http2),
     ("h2c", Topic::Http2),
-    ("h2_max_concurrent_streams", Topic::Http2),
-    ("h2_max_header_list_bytes", Topic::Http2),
-    ("h2_header_table_bytes", Topic::Http2),
-    ("h2_max_resets", Topic::Http2),
+    ("h2_*", Topic::Http2),
     ("admin", Topic::Admin),
     ("compress", Topic::Compression),
     ("compress_types", Topic::Compression),
@@ -346,7 +351,16 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
 
 /// The topic of the flag of setting `key`, if the table has it.
 pub(crate) fn of(key: &str) -> Option<Topic> {
-    FLAGS.iter().find(|(k, _)| *k == key).map(|(_, t)| *t)
+    FLAGS.iter().find(|(k, _)| covers(k, key)).map(|(_, t)| *t)
+}
+
+/// Whether the table line `line` is `key`'s: the key itself, or a
+/// `prefix_*` line it starts with.
+fn covers(line: &str, key: &str) -> bool {
+    match line.strip_suffix('*') {
+        Some(prefix) => key.starts_with(prefix),
+        None => line == key,
+    }
 }
 
 /// `text` broken into lines of at most `width` columns (a word longer than
@@ -388,7 +402,7 @@ mod tests {
     #[test]
     fn every_flag_has_exactly_one_topic() {
         for key in flag_keys() {
-            let n = FLAGS.iter().filter(|(k, _)| *k == key).count();
+            let n = FLAGS.iter().filter(|(k, _)| covers(k, &key)).count();
             assert_eq!(
                 n,
                 1,
@@ -402,7 +416,7 @@ mod tests {
     fn the_table_names_only_real_flags() {
         let keys = flag_keys();
         for (key, _) in FLAGS {
-            assert!(keys.iter().any(|k| k == key), "{key} is no flag");
+            assert!(keys.iter().any(|k| covers(key, k)), "{key} is no flag");
         }
     }
 

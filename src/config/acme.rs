@@ -10,10 +10,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::choice::choice;
 use super::raw::{field, Checked};
 use super::setting::Field;
 use super::Error;
+use crate::choice::choice;
 
 /// Let's Encrypt's production directory.
 pub const DEFAULT_ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";

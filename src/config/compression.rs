@@ -4,20 +4,21 @@
 //! `--compress-level-br`, `--compress-level-zstd`, `--compress-level-gzip`.
 //!
 //! Owns the defaults and bounds of those settings (each a documented const
-//! below), the MIME patterns of `--compress-types` ([`MimePatterns`]), and
-//! [`CompressConfig`], the validated set (absent when `--compress off`).
-//! Does not own compressing, caching or choosing a coding
-//! (`static_files::compress`, `static_files::encoding`).
+//! below) and building [`CompressConfig`], the validated set (absent when
+//! `--compress off`), with its [`MimePatterns`]. Does not own those types,
+//! compressing, caching or choosing a coding (`static_files::compress`,
+//! `static_files::encoding`).
 //!
 //! The rules: every pattern is `type/subtype`, `type/*` or `type/*+suffix`;
 //! min ≤ inline max ≤ max ≤ [`MAX_COMPRESS_BYTES`]; a cache of at least one
 //! byte (`--compress off` is how to have none); each level within its
 //! coding's range. Why each default is what it is: docs/decisions/0008.
 
-use super::choice::choice;
 use super::raw::{field, Checked};
 use super::setting::{Echo, Field};
 use super::Error;
+use crate::choice::choice;
+pub use crate::static_files::compress::{CompressConfig, MimePatterns};
 
 /// On: with the variants cached, a file is compressed once, not once per
 /// request (the cost that makes nginx ship `gzip off`); static-web-server
@@ -85,157 +86,49 @@ choice! {
     }
 }
 
-/// One `--compress-types` element, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Pattern {
-    /// `type/subtype`.
-    Exact(String),
-    /// `type/*`: the whole top-level type.
-    AnySubtype(String),
-    /// `type/*+suffix`: a structured syntax suffix (RFC 6838 §4.2.8), e.g.
-    /// `application/*+json` matches `application/ld+json`.
-    Suffix { top: String, suffix: String },
-}
-
-/// The MIME types compressed on the fly, as written (lower case).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MimePatterns {
-    written: Vec<String>,
-    patterns: Vec<Pattern>,
-}
-
-impl MimePatterns {
-    /// Whether a `Content-Type` value (parameters allowed) is listed.
-    pub fn matches(&self, content_type: &str) -> bool {
-        let essence = content_type.split(';').next().unwrap_or("").trim();
-        let essence = essence.to_ascii_lowercase();
-        let Some((top, sub)) = essence.split_once('/') else {
-            return false;
-        };
-        self.patterns.iter().any(|p| match p {
-            Pattern::Exact(e) => *e == essence,
-            Pattern::AnySubtype(t) => t == top,
-            Pattern::Suffix { top: t, suffix } => {
-                t == top
-                    && sub
-                        .rsplit_once('+')
-                        .is_some_and(|(_, s)| s == suffix.as_str())
-            }
-        })
+/// `None` when `--compress off`.
+pub(super) fn settings(c: &Checked) -> Result<Option<CompressConfig>, Error> {
+    if c.compress == Compress::Off {
+        return Ok(None);
     }
+    always(c).map(Some)
 }
 
-impl Echo<Option<Vec<String>>> for MimePatterns {
-    fn echo(&self) -> Option<Vec<String>> {
-        Some(self.written.clone())
+/// The settings whether or not `--compress` is on (what a site that
+/// turns compression on gets).
+pub(super) fn always(c: &Checked) -> Result<CompressConfig, Error> {
+    if c.compress_min_bytes > c.compress_max_bytes {
+        return Err(field::compress_min_bytes.invalid(format!(
+            "{} is above --compress-max-bytes {}; lower it or raise the maximum",
+            c.compress_min_bytes, c.compress_max_bytes
+        )));
     }
-}
-
-/// The validated compression settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompressConfig {
-    pub types: MimePatterns,
-    /// Smaller files are never compressed (and get no `Vary`).
-    pub min_bytes: u64,
-    /// Larger files are never compressed (and get no `Vary`).
-    pub max_bytes: u64,
-    /// Files up to this size are compressed by the worker for the request
-    /// that first asks; larger ones by the background compressor.
-    pub inline_max_bytes: u64,
-    /// Bytes of variants one server holds (see `cache_bytes_per_cache`).
-    pub cache_bytes: u64,
-    pub level_br: u32,
-    pub level_zstd: u32,
-    pub level_gzip: u32,
-}
-
-impl CompressConfig {
-    /// `None` when `--compress off`.
-    pub(super) fn new(c: &Checked) -> Result<Option<CompressConfig>, Error> {
-        if c.compress == Compress::Off {
-            return Ok(None);
-        }
-        CompressConfig::settings(c).map(Some)
-    }
-
-    /// The settings whether or not `--compress` is on (what a site that
-    /// turns compression on gets).
-    pub(super) fn settings(c: &Checked) -> Result<CompressConfig, Error> {
-        if c.compress_min_bytes > c.compress_max_bytes {
-            return Err(field::compress_min_bytes.invalid(format!(
-                "{} is above --compress-max-bytes {}; lower it or raise the maximum",
-                c.compress_min_bytes, c.compress_max_bytes
-            )));
-        }
-        if c.compress_inline_max_bytes > c.compress_max_bytes {
-            return Err(field::compress_inline_max_bytes.invalid(format!(
-                "{} is above --compress-max-bytes {}; files above the maximum are \
+    if c.compress_inline_max_bytes > c.compress_max_bytes {
+        return Err(field::compress_inline_max_bytes.invalid(format!(
+            "{} is above --compress-max-bytes {}; files above the maximum are \
                  never compressed, so lower it to at most the maximum",
-                c.compress_inline_max_bytes, c.compress_max_bytes
-            )));
-        }
-        Ok(CompressConfig {
-            types: c.compress_types.clone(),
-            min_bytes: c.compress_min_bytes,
-            max_bytes: c.compress_max_bytes,
-            inline_max_bytes: c.compress_inline_max_bytes,
-            cache_bytes: c.compress_cache_bytes,
-            level_br: c.compress_level_br,
-            level_zstd: c.compress_level_zstd,
-            level_gzip: c.compress_level_gzip,
-        })
+            c.compress_inline_max_bytes, c.compress_max_bytes
+        )));
     }
-
-    /// The budget of one cache: the whole `--compress-cache-bytes` when the
-    /// workers are threads of one process (they share one cache), an equal
-    /// share when each worker is a process of its own (each has its own).
-    pub fn cache_bytes_per_cache(&self, processes: usize) -> u64 {
-        self.cache_bytes / processes.max(1) as u64
-    }
+    Ok(CompressConfig {
+        types: c.compress_types.clone(),
+        min_bytes: c.compress_min_bytes,
+        max_bytes: c.compress_max_bytes,
+        inline_max_bytes: c.compress_inline_max_bytes,
+        cache_bytes: c.compress_cache_bytes,
+        level_br: c.compress_level_br,
+        level_zstd: c.compress_level_zstd,
+        level_gzip: c.compress_level_gzip,
+    })
 }
 
 /// `--compress-types`: MIME types, `type/*` or `type/*+suffix`.
 pub(crate) fn types(field: Field, written: Vec<String>) -> Result<MimePatterns, Error> {
-    let mut patterns = Vec::with_capacity(written.len());
-    let mut kept = Vec::with_capacity(written.len());
-    let token = |s: &str| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-    };
-    for raw in written {
-        let lower = raw.trim().to_ascii_lowercase();
-        let bad = || {
-            field.invalid(format!(
-                "{raw:?} is not a MIME type; write type/subtype (application/json), \
-                 type/* (text/*) or type/*+suffix (application/*+xml)"
-            ))
-        };
-        let (top, sub) = lower.split_once('/').ok_or_else(bad)?;
-        if !token(top) {
-            return Err(bad());
-        }
-        let pattern = if sub == "*" {
-            Pattern::AnySubtype(top.to_owned())
-        } else if let Some(suffix) = sub.strip_prefix("*+") {
-            if !token(suffix) || suffix.contains('+') {
-                return Err(bad());
-            }
-            Pattern::Suffix {
-                top: top.to_owned(),
-                suffix: suffix.to_owned(),
-            }
-        } else if token(sub) {
-            Pattern::Exact(lower.clone())
-        } else {
-            return Err(bad());
-        };
-        patterns.push(pattern);
-        kept.push(lower);
-    }
-    Ok(MimePatterns {
-        written: kept,
-        patterns,
+    MimePatterns::parse(written).map_err(|raw| {
+        field.invalid(format!(
+            "{raw:?} is not a MIME type; write type/subtype (application/json), \
+             type/* (text/*) or type/*+suffix (application/*+xml)"
+        ))
     })
 }
 
@@ -286,6 +179,12 @@ fn level(field: Field, n: u64, range: std::ops::RangeInclusive<u64>) -> Result<u
             range.start(),
             range.end()
         )))
+    }
+}
+
+impl Echo<Option<Vec<String>>> for MimePatterns {
+    fn echo(&self) -> Option<Vec<String>> {
+        Some(self.written().to_vec())
     }
 }
 

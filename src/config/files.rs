@@ -8,17 +8,16 @@
 //! carries a line break. Does not own serving (`static_files`).
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::choice::choice;
-use super::compression::CompressConfig;
 use super::raw::Checked;
 use super::setting::{Echo, Field};
 use super::{invalid, Error};
+use crate::choice::choice;
+pub use crate::static_files::{FilesConfig, Symlinks};
 
 /// Served when no root is given: the current directory, like
 /// `python -m http.server`.
@@ -58,20 +57,6 @@ const RESERVED_FIELDS: [&str; 8] = [
 ];
 
 choice! {
-    /// How the file handler treats symbolic links.
-    pub enum Symlinks {
-        /// Links whose resolution stays under the root are followed (openat2
-        /// RESOLVE_BENEATH); escaping ones are refused.
-        Inside = "inside",
-        /// No link is followed (RESOLVE_NO_SYMLINKS).
-        Never = "never",
-        /// Links are followed anywhere (the request path itself still cannot
-        /// climb above the root).
-        Follow = "follow",
-    }
-}
-
-choice! {
     /// Whether paths with a segment starting with `.` are served.
     pub enum Dotfiles {
         /// Answered 404, as if absent.
@@ -106,40 +91,21 @@ impl Echo<Option<Vec<HeaderRuleRaw>>> for Vec<HeaderRule> {
     }
 }
 
-/// Settings of the static file handler.
-#[derive(Debug, Clone)]
-pub struct FilesConfig {
-    pub symlinks: Symlinks,
-    /// Serve paths with a segment starting with `.`.
-    pub dotfiles: bool,
-    pub index: Vec<String>,
-    pub autoindex: bool,
-    pub cache_control: Option<String>,
-    pub rules: Vec<HeaderRule>,
-    pub file_cache_ttl: Duration,
-    pub file_cache_entries: NonZeroUsize,
-    pub small_file_max: u64,
-    pub memory_cache_bytes: usize,
-    /// On-the-fly compression; `None` with `--compress off`.
-    pub compression: Option<CompressConfig>,
-}
-
-impl FilesConfig {
-    pub(super) fn new(c: &Checked) -> Result<FilesConfig, Error> {
-        Ok(FilesConfig {
-            symlinks: c.symlinks,
-            dotfiles: c.dotfiles == Dotfiles::Allow,
-            index: c.index.clone(),
-            autoindex: c.autoindex,
-            cache_control: c.cache_control.clone(),
-            rules: c.headers.clone(),
-            file_cache_ttl: c.file_cache_ttl,
-            file_cache_entries: c.file_cache_entries,
-            small_file_max: c.small_file_max,
-            memory_cache_bytes: c.memory_cache_bytes,
-            compression: CompressConfig::new(c)?,
-        })
-    }
+/// The top level's file settings (each site starts from them).
+pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
+    Ok(FilesConfig {
+        symlinks: c.symlinks,
+        dotfiles: c.dotfiles == Dotfiles::Allow,
+        index: c.index.clone(),
+        autoindex: c.autoindex,
+        cache_control: c.cache_control.clone(),
+        rules: c.headers.clone(),
+        file_cache_ttl: c.file_cache_ttl,
+        file_cache_entries: c.file_cache_entries,
+        small_file_max: c.small_file_max,
+        memory_cache_bytes: c.memory_cache_bytes,
+        compression: super::compression::settings(c)?,
+    })
 }
 
 /// The root: an existing directory. It is the argument, not a flag, so its

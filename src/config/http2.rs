@@ -2,7 +2,7 @@
 //! connection may cost (`--alpn`, `--h2c`, `--h2-*`).
 //!
 //! Owns the defaults and bounds of those settings and [`Http2Config`], the
-//! validated set. Does not own negotiating or enforcing them
+//! validated set, whose [`Http2Conn`] the workers apply as it is. Does not own negotiating or enforcing them
 //! (`tls::Material::server_config` offers the ALPN list,
 //! `worker::conn::h2` applies the limits).
 //!
@@ -15,9 +15,10 @@
 
 use std::time::Duration;
 
-use super::choice::choice;
+use super::raw::Checked;
 use super::setting::{Echo, Field};
 use super::Error;
+use crate::choice::choice;
 
 /// ALPN, in the server's order of preference: h2 first, as every peer does.
 pub const DEFAULT_ALPN: [Protocol; 2] = [Protocol::H2, Protocol::Http11];
@@ -84,17 +85,54 @@ choice! {
 pub struct Http2Config {
     /// What TLS listeners offer, in order of preference.
     pub alpn: Vec<Protocol>,
+    /// What every connection applies (the workers take it as it is).
+    pub conn: Http2Conn,
+}
+
+/// What each HTTP/2 connection applies: `worker::conn::h2` reads these
+/// fields, and the h2c check of `worker::conn::h1` reads `h2c`. A new
+/// `--h2-*` setting is a field here, its line in [`settings`], its entry in
+/// `raw`'s table and its reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Conn {
     pub h2c: H2c,
     pub max_concurrent_streams: usize,
     pub max_header_list_bytes: usize,
     pub header_table_bytes: usize,
+    /// Client resets allowed per connection in [`RESET_WINDOW`].
     pub max_resets: usize,
+}
+
+impl Http2Conn {
+    /// Whether a plain connection opening with the HTTP/2 preface is HTTP/2.
+    pub fn h2c(&self) -> bool {
+        self.h2c == H2c::PriorKnowledge
+    }
 }
 
 impl Http2Config {
     /// Whether any listener speaks HTTP/2.
     pub fn enabled(&self) -> bool {
-        self.alpn.contains(&Protocol::H2) || self.h2c == H2c::PriorKnowledge
+        self.alpn.contains(&Protocol::H2) || self.conn.h2c()
+    }
+
+    /// The ALPN identifiers TLS listeners offer, in order of preference.
+    pub fn alpn_ids(&self) -> Vec<&'static [u8]> {
+        self.alpn.iter().map(|p| p.id()).collect()
+    }
+}
+
+/// The HTTP/2 settings of the checked table.
+pub(super) fn settings(c: &Checked) -> Http2Config {
+    Http2Config {
+        alpn: c.alpn.clone(),
+        conn: Http2Conn {
+            h2c: c.h2c,
+            max_concurrent_streams: c.h2_max_concurrent_streams,
+            max_header_list_bytes: c.h2_max_header_list_bytes,
+            header_table_bytes: c.h2_header_table_bytes,
+            max_resets: c.h2_max_resets,
+        },
     }
 }
 
@@ -104,7 +142,7 @@ pub(crate) fn alpn(field: Field, words: Vec<String>) -> Result<Vec<Protocol>, Er
     let mut out = Vec::new();
     for w in words.iter().flat_map(|w| w.split(',')).map(str::trim) {
         let p: Protocol = w.parse().map_err(|_| {
-            field.invalid(super::choice::not_a_choice(
+            field.invalid(crate::choice::not_a_choice(
                 w,
                 [Protocol::H2.name(), Protocol::Http11.name()].into_iter(),
             ))

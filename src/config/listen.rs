@@ -7,10 +7,10 @@
 
 use std::net::SocketAddr;
 
-use super::choice::choice;
 use super::raw::{field, Checked};
 use super::setting::Field;
 use super::Error;
+use crate::choice::choice;
 
 /// Default listen address: loopback, so a first run exposes nothing.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";

@@ -67,7 +67,12 @@ pub use limits::{
 };
 pub use listen::{ListenerMode, DEFAULT_BIND, DEFAULT_LISTENER};
 pub use raw::RawConfig;
-pub use sites::{SiteConfig, SiteRaw, SiteTls, Sites, UnknownHost};
+
+/// Every setting's TOML key, in the table's order.
+pub(crate) fn keys() -> impl Iterator<Item = &'static str> {
+    raw::FIELDS.iter().map(|f| f.key)
+}
+pub use sites::{SiteConfig, SiteRaw, SiteTls, SitesConfig, UnknownHost};
 pub use supervision::{
     ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
     DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_FORCE_TIMEOUT_S, DEFAULT_ISOLATION,
@@ -124,7 +129,7 @@ pub struct Config {
     /// The file handler's settings at the top level (what sites inherit).
     pub files: FilesConfig,
     /// The sites (one, of the top level, without `[[site]]`).
-    pub sites: Sites,
+    pub sites: SitesConfig,
     /// The ACME settings as validated, whether or not a site orders (the
     /// effective config shows them; [`Config::ordering`] says whether any does).
     pub acme: AcmeConfig,
@@ -187,8 +192,8 @@ impl RawConfig {
         let admin = listen::admin(&c, &binds)?;
         let (output_buffer_bytes, worker_output_bytes) = limits::output(&c)?;
         let source = tls::source(&c)?;
-        let files = FilesConfig::new(&c)?;
-        let compress = || CompressConfig::settings(&c);
+        let files = files::settings(&c)?;
+        let compress = || compression::always(&c);
         let sites = sites::config(&c, &files, &compress, source.as_ref())?;
         let identified = sites.list.iter().any(|s| s.tls.is_some());
         let tls = tls::config(&c, &binds, source, identified)?;
@@ -241,14 +246,7 @@ impl RawConfig {
             max_body_bytes: c.max_body_bytes,
             limits: limits::head(&c),
             admin,
-            http2: http2::Http2Config {
-                alpn: c.alpn,
-                h2c: c.h2c,
-                max_concurrent_streams: c.h2_max_concurrent_streams,
-                max_header_list_bytes: c.h2_max_header_list_bytes,
-                header_table_bytes: c.h2_header_table_bytes,
-                max_resets: c.h2_max_resets,
-            },
+            http2: http2::settings(&c),
             access_log,
             root: c.root,
         })
@@ -266,6 +264,15 @@ impl Config {
     pub fn answers_tls_alpn01(&self) -> bool {
         self.ordering()
             .is_some_and(|a| a.challenge == AcmeChallenge::TlsAlpn01)
+    }
+
+    /// How many worker processes share what one process would hold alone
+    /// (the compression cache): the workers in process isolation, else 1.
+    pub fn worker_processes(&self) -> usize {
+        match self.isolation {
+            Isolation::Thread => 1,
+            Isolation::Process => self.workers.get(),
+        }
     }
 
     /// The TLS handshake bound (its default when there is no TLS).

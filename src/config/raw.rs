@@ -366,27 +366,27 @@ settings! {
         /// HTTP/2 on plain listeners: `prior-knowledge` (by its preface) or `off`.
         #[arg(long, value_name = "prior-knowledge|off", hide_possible_values = true)]
         h2c: Option<http2::H2c> => http2::H2c = or(http2::DEFAULT_H2C, as_is),
-            shown |c| c.http2.h2c;
+            shown |c| c.http2.conn.h2c;
         /// Streams one HTTP/2 connection may have open (REFUSED_STREAM past it).
         #[arg(long, value_name = "N")]
         h2_max_concurrent_streams: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_CONCURRENT_STREAMS, within(http2::CONCURRENT_STREAMS)),
-            shown |c| c.http2.max_concurrent_streams;
+            shown |c| c.http2.conn.max_concurrent_streams;
         /// Largest decoded HTTP/2 header list of a request, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_max_header_list_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_MAX_HEADER_LIST_BYTES, within(http2::HEADER_LIST_BYTES)),
-            shown |c| c.http2.max_header_list_bytes;
+            shown |c| c.http2.conn.max_header_list_bytes;
         /// HPACK dynamic table a client may use, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_header_table_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_HEADER_TABLE_BYTES, within(http2::HEADER_TABLE_BYTES)),
-            shown |c| c.http2.header_table_bytes;
+            shown |c| c.http2.conn.header_table_bytes;
         /// Stream resets a client may send per HTTP/2 connection in 10 s (then GOAWAY).
         #[arg(long, value_name = "N")]
         h2_max_resets: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
-            shown |c| c.http2.max_resets;
+            shown |c| c.http2.conn.max_resets;
         /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
         #[arg(long, value_name = "PATH|stderr|off")]
         access_log: Option<String> => LogTarget =

@@ -164,6 +164,13 @@ pub(crate) trait Echo<Raw> {
     fn echo(&self) -> Raw;
 }
 
+/// A word-valued setting shows its word.
+impl<T: crate::choice::Choice> Echo<Option<T>> for T {
+    fn echo(&self) -> Option<T> {
+        Some(*self)
+    }
+}
+
 impl Echo<bool> for bool {
     fn echo(&self) -> bool {
         *self

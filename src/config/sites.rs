@@ -1,9 +1,9 @@
 //! Sites: `[[site]]` tables (virtual hosts), `--unknown-host`, and each
 //! site's root, file settings and TLS identity.
 //!
-//! Owns [`SiteRaw`] (a `[[site]]` table as written), [`SiteConfig`] and
-//! [`Sites`] (validated, with the [`Router`] every worker and the TLS
-//! resolver match names with), and the rules:
+//! Owns [`SiteRaw`] (a `[[site]]` table as written), building the
+//! validated [`SitesConfig`] (a `sites` type, with the [`Router`] every
+//! worker and the TLS resolver match names with), and the rules:
 //! - without `[[site]]`, the server is one site: the root, the file
 //!   settings and the TLS identity of the top level, answering every Host;
 //! - a site inherits every top-level file setting and the top-level TLS
@@ -15,7 +15,8 @@
 //! - a site's identity is a cert and key pair, `acme = true` (its exact
 //!   DNS names, no wildcards or addresses), or the top level's.
 //!
-//! Does not own matching (`sites::router`), serving (`sites`), loading
+//! Does not own the validated types nor matching (`sites::settings`,
+//! `sites::router`), serving (`sites`), loading
 //! certificates for serving (`tls`) nor ordering them (`acme`).
 
 use std::path::PathBuf;
@@ -23,30 +24,19 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::choice::choice;
 use super::compression::{Compress, CompressConfig};
 use super::files::{self, Dotfiles, FilesConfig, HeaderRuleRaw, Symlinks};
 use super::raw::Checked;
 use super::setting::{Echo, Field};
 use super::tls::TlsSource;
 use super::{invalid, Error};
-use crate::sites::router::{normalize_pattern, Router, SiteIndex};
+use crate::sites::router::{normalize_pattern, Router};
+pub use crate::sites::{SiteConfig, SiteTls, SitesConfig, UnknownHost};
 
 /// An unknown Host goes to the default site, as nginx's `default_server`.
 pub const DEFAULT_UNKNOWN_HOST: UnknownHost = UnknownHost::Default;
 /// The site name of the one-site case (no `[[site]]`).
 pub const ONLY_SITE: &str = "default";
-
-choice! {
-    /// What a request for a host no site has gets.
-    pub enum UnknownHost {
-        /// The default site answers it.
-        Default = "default",
-        /// 421 Misdirected Request; over TLS an unknown SNI fails the
-        /// handshake (nginx's `ssl_reject_handshake`).
-        Misdirected = "421",
-    }
-}
 
 /// One `[[site]]` table of the config file. Unset file settings and an
 /// unset identity are the top level's.
@@ -87,53 +77,7 @@ pub struct SiteRaw {
     pub acme: bool,
 }
 
-/// Where a site's certificate comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SiteTls {
-    /// PEM files (the site's own or the top level's), re-read on reload.
-    Files { cert: PathBuf, key: PathBuf },
-    /// The server's self-signed certificate (`--tls-self-signed`).
-    SelfSigned,
-    /// Ordered and renewed by the supervisor for the site's hosts.
-    Acme,
-}
-
-/// A validated site.
-#[derive(Debug, Clone)]
-pub struct SiteConfig {
-    pub name: String,
-    /// Normalized patterns (lower case, no trailing dot).
-    pub hosts: Vec<String>,
-    /// The directory it serves (absolute when it exists).
-    pub root: PathBuf,
-    pub files: FilesConfig,
-    /// `None`: no certificate; a TLS client naming it is refused.
-    pub tls: Option<SiteTls>,
-}
-
-/// Every site, and how names find them.
-#[derive(Debug, Clone)]
-pub struct Sites {
-    pub list: Vec<SiteConfig>,
-    pub unknown: UnknownHost,
-    /// The default site (also the certificate of a client without SNI);
-    /// with `unknown_host = "421"`, the first site with a certificate.
-    pub default: SiteIndex,
-    pub router: Arc<Router>,
-    /// Whether the sites came from `[[site]]` tables (the effective config
-    /// then shows them).
-    pub written: bool,
-}
-
-impl Sites {
-    /// The site names ACME orders certificates for, with their DNS names.
-    pub fn acme_orders(&self) -> Vec<(String, Vec<String>)> {
-        let acme = self.list.iter().filter(|s| s.tls == Some(SiteTls::Acme));
-        acme.map(|s| (s.name.clone(), s.hosts.clone())).collect()
-    }
-}
-
-impl Echo<Option<Vec<SiteRaw>>> for Sites {
+impl Echo<Option<Vec<SiteRaw>>> for SitesConfig {
     fn echo(&self) -> Option<Vec<SiteRaw>> {
         if !self.written {
             return None;
@@ -181,7 +125,7 @@ pub(super) fn config(
     base: &FilesConfig,
     compress: &dyn Fn() -> Result<CompressConfig, Error>,
     tls: Option<&TlsSource>,
-) -> Result<Sites, Error> {
+) -> Result<SitesConfig, Error> {
     let inherited = tls.map(|t| match t {
         TlsSource::Files { cert, key } => SiteTls::Files {
             cert: cert.clone(),
@@ -198,7 +142,7 @@ pub(super) fn config(
             tls: inherited,
         };
         let default = (c.unknown_host == UnknownHost::Default).then_some(0);
-        return Ok(Sites {
+        return Ok(SitesConfig {
             router: Arc::new(Router::new(
                 [(only.name.as_str(), &only.hosts[..])],
                 default,
@@ -270,7 +214,7 @@ pub(super) fn config(
         UnknownHost::Misdirected => (list.iter().position(|s| s.tls.is_some()).unwrap_or(0), None),
     };
     let router = Router::new(list.iter().map(|s| (s.name.as_str(), &s.hosts[..])), routed);
-    Ok(Sites {
+    Ok(SitesConfig {
         router: Arc::new(router),
         list,
         unknown: c.unknown_host,

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use super::choice::choice;
 use super::raw::field;
 use super::setting::{seconds, DAY};
 use super::Error;
+use crate::choice::choice;
 
 /// Whole-generation startup bound: runtimes build in milliseconds, so ten
 /// seconds only trips on a wedged worker.

@@ -10,11 +10,11 @@ use std::num::NonZeroUsize;
 
 use serde::{Deserialize, Serialize};
 
-use super::choice::choice;
 use super::cpus::{self, CpuSet};
 use super::raw::{field, Checked};
 use super::setting::{Echo, Field};
 use super::Error;
+use crate::choice::choice;
 
 /// One worker per physical core of the process's CPU set: what the server is
 /// for (thread per core), and what a first run should show; `1` is a choice.

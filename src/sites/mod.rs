@@ -4,7 +4,8 @@
 //! Owns [`Sites`] (one [`Files`] per `[[site]]`, each with its root and
 //! file settings), the Host/SNI consistency rule and 421, the answers to
 //! ACME's HTTP-01 challenges (`published`), and name matching (`router`).
-//! Does not own the sites' settings (`config::sites`), certificates
+//! Owns the sites' validated settings too (`settings`; `config::sites`
+//! reads them from the file). Does not own certificates
 //! (`tls`, which selects them by SNI through the same router) nor ordering
 //! them (`acme`).
 //!
@@ -27,6 +28,7 @@
 
 pub mod published;
 pub mod router;
+mod settings;
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
@@ -34,13 +36,13 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::app::{Connection, MakeError, Request, Service};
-use crate::config::Config;
 use crate::http::error::{on_error, Refusal};
 use crate::http::response::{Body, Response, Status};
 use crate::http::Head;
 use crate::static_files::compress::Compression;
 use crate::static_files::Files;
 use router::Router;
+pub use settings::{SiteConfig, SiteTls, SitesConfig, UnknownHost};
 
 /// The static files of every site, on one worker.
 pub struct Sites {
@@ -53,11 +55,14 @@ impl Sites {
     /// The factory the binary serves: on each worker, every site's files,
     /// all of a process's sharing one [`Compression`], started by the
     /// first worker of the process that builds its service (so a
-    /// supervisor of worker processes never starts one).
+    /// supervisor of worker processes never starts one). `processes`: how
+    /// many worker processes share the compression cache's budget (1 when
+    /// the workers are threads).
     pub fn factory(
-        config: &Config,
+        sites: &SitesConfig,
+        processes: usize,
     ) -> impl Fn(usize) -> Result<Sites, MakeError> + Send + Sync + 'static {
-        let config = config.clone();
+        let sites = sites.clone();
         // Read before any worker pins itself: the compressor thread, started
         // from a pinned worker, takes the whole set back.
         let cpus = crate::sys::affinity::allowed_cpus().ok();
@@ -66,15 +71,20 @@ impl Sites {
             let compression = match shared.get() {
                 Some(c) => c.clone(),
                 None => {
-                    let started = Compression::start(&config, cpus.clone())
+                    // Every site that compresses has the same settings; one
+                    // on is enough.
+                    let on = sites.list.iter().find_map(|s| s.files.compression.clone());
+                    let started = on
+                        .map(|c| Compression::start(c, processes, cpus.clone()))
+                        .transpose()
                         .map_err(|e| format!("cannot start the compressor thread: {e}"))?
                         .map(Arc::new);
                     shared.get_or_init(|| started).clone()
                 }
             };
-            let n = config.sites.list.len().max(1);
+            let n = sites.list.len().max(1);
             let mut files = Vec::with_capacity(n);
-            for site in &config.sites.list {
+            for site in &sites.list {
                 let mut settings = site.files.clone();
                 settings.file_cache_entries =
                     NonZeroUsize::new(settings.file_cache_entries.get() / n)
@@ -87,7 +97,7 @@ impl Sites {
             }
             Ok(Sites {
                 files,
-                router: config.sites.router.clone(),
+                router: sites.router.clone(),
             })
         }
     }

@@ -38,6 +38,7 @@ pub(crate) mod compress;
 mod conditional;
 mod encoding;
 mod range;
+mod settings;
 mod uri_path;
 
 use std::borrow::Cow;
@@ -51,9 +52,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+pub use settings::{FilesConfig, Symlinks};
 
 use crate::app::{head, MakeError, Request, Service};
-use crate::config::{FilesConfig, Symlinks};
 use crate::http::error::ALLOW;
 use crate::http::rules;
 use crate::http::{

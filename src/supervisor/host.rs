@@ -21,10 +21,10 @@ use super::reload::listeners_for;
 use super::restart::Cause;
 use super::{child::ChildWatcher, notify, Error, Event, Reloader, Remake};
 use crate::app::ServiceFactory;
-use crate::config::SiteTls;
 use crate::config::{Config, Isolation};
 use crate::control::Control;
 use crate::net::ListenerPlan;
+use crate::sites::SiteTls;
 use crate::sys::shm::SharedCounter;
 use crate::telemetry::{
     Phase as Readiness, PhaseCell, RestartStats, Snapshot, StatsTable, WorkerStats,
@@ -163,11 +163,11 @@ impl<F> Live<F> {
                     .collect();
                 Some(self.identity.for_generation(
                     &sources,
-                    &config.sites,
+                    &config.sites.for_tls(),
                     config.answers_tls_alpn01(),
                     &addrs,
                     t.ticket_rotate,
-                    &config.http2.alpn,
+                    &config.http2.alpn_ids(),
                 )?)
             }
         };

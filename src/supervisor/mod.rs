@@ -101,7 +101,7 @@ impl Ready {
         if tls {
             return self.http2.alpn.iter().map(|p| p.name()).collect();
         }
-        match self.http2.h2c {
+        match self.http2.conn.h2c {
             H2c::PriorKnowledge => vec!["http/1.1", "h2c"],
             H2c::Off => vec!["http/1.1"],
         }

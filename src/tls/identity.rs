@@ -52,11 +52,11 @@ impl Identity {
     pub fn for_generation(
         &mut self,
         sources: &[Option<Source<'_>>],
-        sites: &crate::config::Sites,
+        sites: &super::SiteNames,
         acme_alpn: bool,
         addrs: &[SocketAddr],
         ticket_rotate: Duration,
-        alpn: &[crate::config::http2::Protocol],
+        alpn: &[&[u8]],
     ) -> Result<GenerationTls, Error> {
         // Made on first use (at start, or by the reload that turns TLS on)
         // and kept for the life of the server.
@@ -90,7 +90,7 @@ impl Identity {
     fn material(
         &mut self,
         source: Source<'_>,
-        sites: &crate::config::Sites,
+        sites: &super::SiteNames,
         addrs: &[SocketAddr],
     ) -> Result<Material, Error> {
         Ok(match source {
@@ -100,7 +100,7 @@ impl Identity {
                 Some(m) => m.clone(),
                 None => {
                     let mut names = vec!["localhost".to_owned()];
-                    let hosts = sites.list.iter().flat_map(|s| &s.hosts);
+                    let hosts = sites.hosts.iter();
                     let ips = addrs.iter().map(|a| a.ip().to_string());
                     for n in hosts.cloned().chain(ips) {
                         let n = n.trim_matches(['[', ']']).to_owned();
@@ -130,20 +130,23 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::http2::DEFAULT_ALPN;
+
+    const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
     #[test]
     fn the_self_signed_certificate_and_ticket_secret_outlive_a_generation() {
         let mut id = Identity::default();
         let addrs = ["127.0.0.1:0".parse().unwrap()];
         let hour = Duration::from_secs(3600);
-        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let sites = crate::config::tests::ok(crate::config::tests::raw())
+            .sites
+            .for_tls();
         let one = [Some(Source::SelfSigned)];
         let a = id
-            .for_generation(&one, &sites, false, &addrs, hour, &DEFAULT_ALPN)
+            .for_generation(&one, &sites, false, &addrs, hour, &ALPN)
             .unwrap();
         let b = id
-            .for_generation(&one, &sites, false, &addrs, hour, &DEFAULT_ALPN)
+            .for_generation(&one, &sites, false, &addrs, hour, &ALPN)
             .unwrap();
         let fingerprint = |g: &GenerationTls| g.identities[0].as_ref().unwrap().fingerprint();
         assert_eq!(fingerprint(&a), fingerprint(&b));
@@ -154,11 +157,13 @@ mod tests {
     fn a_placeholder_is_kept_while_a_site_needs_it_and_no_longer() {
         let mut id = Identity::default();
         let hour = Duration::from_secs(3600);
-        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let sites = crate::config::tests::ok(crate::config::tests::raw())
+            .sites
+            .for_tls();
         let (a, b) = (vec!["a.test".to_owned()], vec!["b.test".to_owned()]);
         let mut make = |hosts: &[String]| {
             let one = [Some(Source::Placeholder { hosts })];
-            let g = id.for_generation(&one, &sites, false, &[], hour, &DEFAULT_ALPN);
+            let g = id.for_generation(&one, &sites, false, &[], hour, &ALPN);
             g.unwrap().identities[0].as_ref().unwrap().fingerprint()
         };
         let first = make(&a);

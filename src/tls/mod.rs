@@ -184,16 +184,42 @@ impl Material {
     }
 }
 
+/// What a handshake asks of the sites, which sit above this module (they
+/// hold `Material`, so TLS cannot name them): the site of a name, and what
+/// ACME published to this process. `sites` implements it.
+pub trait Lookup: Send + Sync + std::fmt::Debug {
+    /// The site an SNI names (the router that also matches `Host`).
+    fn route(&self, sni: &[u8]) -> Option<usize>;
+    /// Site `site`'s certificate from ACME, if one was published.
+    fn published_certificate(&self, site: &str) -> Option<Arc<rustls::sign::CertifiedKey>>;
+    /// The TLS-ALPN-01 answer for `sni`, while an order is open.
+    fn tls_alpn01(&self, sni: &str) -> Option<Arc<rustls::sign::CertifiedKey>>;
+}
+
+/// The sites as TLS sees them (made by `sites::SitesConfig::for_tls`).
+#[derive(Debug, Clone)]
+pub struct SiteNames {
+    pub lookup: Arc<dyn Lookup>,
+    /// The default site, whose certificate a client without SNI gets.
+    pub default: usize,
+    /// By site: the site's name when ACME publishes its certificate.
+    pub acme: Vec<Option<String>>,
+    /// Every host pattern of every site (the self-signed certificate names
+    /// the exact ones).
+    pub hosts: Vec<String>,
+}
+
 /// The rustls server configuration every worker uses: `identities` by site
-/// (`None`: that site has no certificate), chosen by SNI through the
-/// sites' router; `acme_alpn` also offers `acme-tls/1` (TLS-ALPN-01).
+/// (`None`: that site has no certificate), chosen by SNI through `sites`;
+/// `alpn` the ALPN identifiers offered, in order of preference;
+/// `acme_alpn` also offers `acme-tls/1` (TLS-ALPN-01).
 pub fn server_config(
     identities: &[Option<Material>],
-    sites: &crate::config::Sites,
+    sites: &SiteNames,
     acme_alpn: bool,
     tickets: &TicketSecret,
     rotate: Duration,
-    alpn: &[crate::config::http2::Protocol],
+    alpn: &[&[u8]],
 ) -> Result<Arc<ServerConfig>, Error> {
     let resolver = resolver::Resolver::new(identities, sites)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -205,7 +231,7 @@ pub fn server_config(
         })?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = alpn.iter().map(|p| p.id().to_vec()).collect();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     if acme_alpn {
         // Last: rustls picks the first of ours the client offers, and only
         // a validation offers this one (alone, RFC 8737 §3).
@@ -253,8 +279,12 @@ mod tests {
         let m = Material::self_signed(&["localhost".into(), "127.0.0.1".into()]).unwrap();
         assert_eq!(m.fingerprint().len(), 32 * 3 - 1);
         let s = TicketSecret::generate().unwrap();
-        let alpn = crate::config::http2::DEFAULT_ALPN;
-        let sites = crate::config::tests::ok(crate::config::tests::raw()).sites;
+        let alpn: Vec<&[u8]> = (crate::config::http2::DEFAULT_ALPN.iter())
+            .map(|p| p.id())
+            .collect();
+        let sites = crate::config::tests::ok(crate::config::tests::raw())
+            .sites
+            .for_tls();
         let hour = Duration::from_secs(3600);
         let c = server_config(&[Some(m)], &sites, false, &s, hour, &alpn).unwrap();
         assert_eq!(c.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);

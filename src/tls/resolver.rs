@@ -6,8 +6,9 @@
 //! 1. A client offering only ALPN `acme-tls/1` is a CA validating a
 //!    TLS-ALPN-01 challenge (RFC 8737 §3): it gets the published answer for
 //!    its SNI, or the handshake fails.
-//! 2. Otherwise the SNI is matched by the sites' router, the same that
-//!    matches `Host`, so a name picks the same site in both; no SNI (a
+//! 2. Otherwise the SNI is matched by the sites' router (through
+//!    [`Lookup`]), the same that matches `Host`, so a name picks the same
+//!    site in both; no SNI (a
 //!    client connecting by address) gets the default site's certificate.
 //! 3. An ACME site presents the certificate the supervisor published for
 //!    it, if any, else the one it started the generation with (stored on
@@ -21,10 +22,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use super::ACME_TLS_ALPN;
-use super::{Error, Material};
-use crate::config::{SiteTls, Sites};
-use crate::sites::published;
-use crate::sites::router::{Router, SiteIndex};
+use super::{Error, Lookup, Material, SiteNames};
 
 /// The certificates of one generation's sites.
 #[derive(Debug)]
@@ -33,33 +31,31 @@ pub(super) struct Resolver {
     keys: Vec<Option<Arc<CertifiedKey>>>,
     /// By site: the site's name when ACME publishes its certificate.
     acme: Vec<Option<String>>,
-    router: Arc<Router>,
+    lookup: Arc<dyn Lookup>,
     /// The site of a client without SNI.
-    fallback: Option<SiteIndex>,
+    fallback: Option<usize>,
 }
 
 impl Resolver {
-    pub(super) fn new(identities: &[Option<Material>], sites: &Sites) -> Result<Resolver, Error> {
+    pub(super) fn new(
+        identities: &[Option<Material>],
+        sites: &SiteNames,
+    ) -> Result<Resolver, Error> {
         let keys = identities
             .iter()
             .map(|m| m.as_ref().map(Material::certified_key).transpose())
             .collect::<Result<Vec<_>, _>>()?;
-        let acme = sites
-            .list
-            .iter()
-            .map(|s| (s.tls == Some(SiteTls::Acme)).then(|| s.name.clone()))
-            .collect();
         Ok(Resolver {
             fallback: without_sni(&keys, sites.default),
             keys,
-            acme,
-            router: sites.router.clone(),
+            acme: sites.acme.clone(),
+            lookup: sites.lookup.clone(),
         })
     }
 
-    fn key(&self, site: SiteIndex) -> Option<Arc<CertifiedKey>> {
+    fn key(&self, site: usize) -> Option<Arc<CertifiedKey>> {
         if let Some(Some(name)) = self.acme.get(site) {
-            if let Some(k) = published::global().certificate(name) {
+            if let Some(k) = self.lookup.published_certificate(name) {
                 return Some(k);
             }
         }
@@ -69,7 +65,7 @@ impl Resolver {
 
 /// The site whose certificate a client without SNI gets: the default site,
 /// else the first with a certificate (`identities` by site).
-pub(crate) fn without_sni<T>(identities: &[Option<T>], default: SiteIndex) -> Option<SiteIndex> {
+pub(crate) fn without_sni<T>(identities: &[Option<T>], default: usize) -> Option<usize> {
     let has = |i: &usize| identities.get(*i).is_some_and(Option::is_some);
     Some(default)
         .filter(has)
@@ -81,11 +77,11 @@ impl ResolvesServerCert for Resolver {
         let sni = hello.server_name();
         if let Some(mut offered) = hello.alpn() {
             if offered.next() == Some(ACME_TLS_ALPN) && offered.next().is_none() {
-                return published::global().tls_alpn01(sni?);
+                return self.lookup.tls_alpn01(sni?);
             }
         }
         let site = match sni {
-            Some(name) => self.router.route(name.as_bytes())?,
+            Some(name) => self.lookup.route(name.as_bytes())?,
             None => self.fallback?,
         };
         self.key(site)

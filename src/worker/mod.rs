@@ -77,19 +77,7 @@ pub struct Settings {
     pub drain_timeout: Duration,
     pub force_timeout: Duration,
     /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
-    pub http2: Http2Settings,
-}
-
-/// The HTTP/2 settings a connection applies (`config::http2`).
-#[derive(Debug, Clone, Copy)]
-pub struct Http2Settings {
-    /// A plain connection opening with the HTTP/2 preface is HTTP/2.
-    pub h2c: bool,
-    pub max_concurrent_streams: usize,
-    pub max_header_list_bytes: usize,
-    pub header_table_bytes: usize,
-    /// Client resets allowed per connection in `config::http2::RESET_WINDOW`.
-    pub max_resets: usize,
+    pub http2: crate::config::http2::Http2Conn,
 }
 
 impl Settings {
@@ -112,13 +100,7 @@ impl Settings {
             max_body_bytes: config.max_body_bytes,
             drain_timeout: config.drain_timeout,
             force_timeout: config.force_timeout,
-            http2: Http2Settings {
-                h2c: config.http2.h2c == crate::config::http2::H2c::PriorKnowledge,
-                max_concurrent_streams: config.http2.max_concurrent_streams,
-                max_header_list_bytes: config.http2.max_header_list_bytes,
-                header_table_bytes: config.http2.header_table_bytes,
-                max_resets: config.http2.max_resets,
-            },
+            http2: config.http2.conn,
         }
     }
 }

@@ -150,11 +150,11 @@ where
         Some((identities, secret)) => Some(
             crate::tls::server_config(
                 identities,
-                &config.sites,
+                &config.sites.for_tls(),
                 config.answers_tls_alpn01(),
                 secret,
                 config.tls_ticket_rotate(),
-                &config.http2.alpn,
+                &config.http2.alpn_ids(),
             )
             .map_err(|e| format!("TLS: {e}"))?,
         ),

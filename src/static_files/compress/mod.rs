@@ -39,6 +39,7 @@
 
 mod background;
 mod codec;
+mod settings;
 mod store;
 
 use std::sync::Arc;
@@ -48,11 +49,11 @@ use bytes::Bytes;
 use super::cache::{Entry, Identity, OnTheFly};
 use super::encoding::Coding;
 use super::{conditional, Chosen, Files, Source};
-use crate::config::{CompressConfig, Config, Isolation};
 use crate::http::response::prebuild_head;
 use crate::http::{Head, Status};
 use crate::telemetry::CompressStats;
 use background::{Background, Submitted};
+pub use settings::{CompressConfig, MimePatterns};
 use store::{Cached, Key, Store};
 
 /// One process's on-the-fly compression, shared by its worker threads.
@@ -63,29 +64,18 @@ pub struct Compression {
 }
 
 impl Compression {
-    /// The compression of a process serving `config`: its cache gets the
-    /// whole `--compress-cache-bytes` when the workers are threads, a
-    /// worker's share when each is a process. `None` with `--compress off`.
-    /// The background thread may run on any CPU of `cpus`.
+    /// The compression of a process with `processes` worker processes
+    /// (1 when the workers are threads): its cache gets the whole
+    /// `--compress-cache-bytes` when the workers are threads, a worker's
+    /// share when each is a process. The background thread may run on any
+    /// CPU of `cpus`.
     pub fn start(
-        config: &Config,
+        config: CompressConfig,
+        processes: usize,
         cpus: Option<crate::sys::affinity::CpuSet>,
-    ) -> std::io::Result<Option<Compression>> {
-        // Every site that compresses has the same settings; one on is enough.
-        let on = config
-            .sites
-            .list
-            .iter()
-            .find_map(|s| s.files.compression.clone());
-        let Some(c) = on else {
-            return Ok(None);
-        };
-        let processes = match config.isolation {
-            Isolation::Thread => 1,
-            Isolation::Process => config.workers.get(),
-        };
-        let budget = c.cache_bytes_per_cache(processes) as usize;
-        Compression::with(c, budget, cpus, CompressStats::global()).map(Some)
+    ) -> std::io::Result<Compression> {
+        let budget = config.cache_bytes_per_cache(processes) as usize;
+        Compression::with(config, budget, cpus, CompressStats::global())
     }
 
     fn with(

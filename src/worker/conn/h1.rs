@@ -315,7 +315,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
             if !self.input.body.is_done() || self.input.pending().is_empty() {
                 return Taken::NeedInput;
             }
-            if S::H2C && !self.served_any && ctx.settings.http2.h2c {
+            if S::H2C && !self.served_any && ctx.settings.http2.h2c() {
                 let pending = self.input.pending();
                 let n = pending.len().min(super::h2::PREFACE.len());
                 if pending[..n] == super::h2::PREFACE[..n] {
@@ -422,7 +422,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
         let method = input.split(|&b| b == b' ').next().unwrap_or_default();
         S::H2C
             && !self.served_any
-            && self.ctx.settings.http2.h2c
+            && self.ctx.settings.http2.h2c()
             && matches!(e, ParseError::Malformed(httparse::Error::Version))
             && !METHODS.contains(&method)
     }

@@ -1,0 +1,45 @@
+//! The validated settings of one site's static files.
+//!
+//! Owns [`FilesConfig`] (what [`super::Files`] is opened with) and the
+//! word-valued [`Symlinks`]. Does not own reading or checking them: the
+//! config file and flags are `config::files`, which builds these, and the
+//! defaults and bounds are documented there with their flags.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use super::compress::CompressConfig;
+use crate::choice::choice;
+use crate::http::rules::HeaderRule;
+
+choice! {
+    /// How the file handler treats symbolic links.
+    pub enum Symlinks {
+        /// Links whose resolution stays under the root are followed (openat2
+        /// RESOLVE_BENEATH); escaping ones are refused.
+        Inside = "inside",
+        /// No link is followed (RESOLVE_NO_SYMLINKS).
+        Never = "never",
+        /// Links are followed anywhere (the request path itself still cannot
+        /// climb above the root).
+        Follow = "follow",
+    }
+}
+
+/// Settings of the static file handler.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    pub symlinks: Symlinks,
+    /// Serve paths with a segment starting with `.`.
+    pub dotfiles: bool,
+    pub index: Vec<String>,
+    pub autoindex: bool,
+    pub cache_control: Option<String>,
+    pub rules: Vec<HeaderRule>,
+    pub file_cache_ttl: Duration,
+    pub file_cache_entries: NonZeroUsize,
+    pub small_file_max: u64,
+    pub memory_cache_bytes: usize,
+    /// On-the-fly compression; `None` with `--compress off`.
+    pub compression: Option<CompressConfig>,
+}
