@@ -91,7 +91,7 @@ pub struct Http2Config {
 
 /// What each HTTP/2 connection applies: `worker::conn::h2` reads these
 /// fields, and the h2c check of `worker::conn::h1` reads `h2c`. A new
-/// `--h2-*` setting is a field here, its line in [`settings`], its entry in
+/// `--h2-*` setting is a field here, its line in `settings`, its entry in
 /// `raw`'s table and its reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Http2Conn {
