@@ -2,8 +2,9 @@
 //! connection may cost (`--alpn`, `--h2c`, `--h2-*`).
 //!
 //! Owns the defaults and bounds of those settings and [`Http2Config`], the
-//! validated set, whose [`Http2Conn`] the workers apply as it is. Does not own negotiating or enforcing them
-//! (`tls::Material::server_config` offers the ALPN list,
+//! validated set, whose [`Http2Conn`] the workers apply as it is. Does not
+//! own negotiating or enforcing them
+//! (`tls::server_config` offers the ALPN list,
 //! `worker::conn::h2` applies the limits).
 //!
 //! The defaults follow the peers where they agree and the attack write-ups

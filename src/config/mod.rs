@@ -197,7 +197,7 @@ impl RawConfig {
         let sites = sites::config(&c, &files, &compress, source.as_ref())?;
         let identified = sites.list.iter().any(|s| s.tls.is_some());
         let tls = tls::config(&c, &binds, source, identified)?;
-        let ordering = sites.list.iter().any(|s| s.tls == Some(SiteTls::Acme));
+        let ordering = sites.list.iter().any(SiteConfig::by_acme);
         let acme = acme::config(&c, ordering, !binds.is_empty(), tls.is_some())?;
         let access_log = AccessLogConfig::new(
             &c.access_log,
@@ -256,7 +256,7 @@ impl RawConfig {
 impl Config {
     /// The ACME settings, when a site orders its certificate by ACME.
     pub fn ordering(&self) -> Option<&AcmeConfig> {
-        let any = (self.sites.list.iter()).any(|s| s.tls == Some(SiteTls::Acme));
+        let any = self.sites.list.iter().any(SiteConfig::by_acme);
         any.then_some(&self.acme)
     }
 

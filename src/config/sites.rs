@@ -109,7 +109,7 @@ impl Echo<Option<Vec<SiteRaw>>> for SitesConfig {
                 headers: s.files.rules.echo(),
                 tls_cert,
                 tls_key,
-                acme: s.tls == Some(SiteTls::Acme),
+                acme: s.by_acme(),
             }
         });
         Some(shown.collect())

@@ -52,6 +52,13 @@ pub struct SiteConfig {
     pub tls: Option<SiteTls>,
 }
 
+impl SiteConfig {
+    /// Whether ACME orders and renews its certificate.
+    pub fn by_acme(&self) -> bool {
+        self.tls == Some(SiteTls::Acme)
+    }
+}
+
 /// Every site, and how names find them.
 #[derive(Debug, Clone)]
 pub struct SitesConfig {
@@ -69,7 +76,7 @@ pub struct SitesConfig {
 impl SitesConfig {
     /// The site names ACME orders certificates for, with their DNS names.
     pub fn acme_orders(&self) -> Vec<(String, Vec<String>)> {
-        let acme = self.list.iter().filter(|s| s.tls == Some(SiteTls::Acme));
+        let acme = self.list.iter().filter(|s| s.by_acme());
         acme.map(|s| (s.name.clone(), s.hosts.clone())).collect()
     }
 
@@ -81,7 +88,7 @@ impl SitesConfig {
             lookup: Arc::new(Lookup(self.router.clone())),
             default: self.default,
             acme: (self.list.iter())
-                .map(|s| (s.tls == Some(SiteTls::Acme)).then(|| s.name.clone()))
+                .map(|s| s.by_acme().then(|| s.name.clone()))
                 .collect(),
             hosts: self.list.iter().flat_map(|s| s.hosts.clone()).collect(),
         }
