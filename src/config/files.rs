@@ -66,6 +66,17 @@ choice! {
     }
 }
 
+impl From<&FilesConfig> for Dotfiles {
+    /// The word for what `files` does with dotfiles.
+    fn from(files: &FilesConfig) -> Dotfiles {
+        if files.dotfiles {
+            Dotfiles::Allow
+        } else {
+            Dotfiles::Deny
+        }
+    }
+}
+
 /// One `[[headers]]` table of the config file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

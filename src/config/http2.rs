@@ -2,10 +2,13 @@
 //! connection may cost (`--alpn`, `--h2c`, `--h2-*`).
 //!
 //! Owns the defaults and bounds of those settings and [`Http2Config`], the
-//! validated set, whose [`Http2Conn`] the workers apply as it is. Does not
-//! own negotiating or enforcing them
-//! (`tls::server_config` offers the ALPN list,
-//! `worker::conn::h2` applies the limits).
+//! validated set, whose [`Http2Conn`] the workers apply as it is. `raw`'s
+//! table generates `Http2Conn` from the settings marked `h2`, so a new
+//! `--h2-*` setting touches three files: its entry in `raw.rs` (with its
+//! default and bound), the reader in `worker::conn::h2`, and
+//! `docs/http2.md`. Does not own negotiating or enforcing them
+//! (`tls::server_config` offers the ALPN list, `worker::conn::h2` applies
+//! the limits).
 //!
 //! The defaults follow the peers where they agree and the attack write-ups
 //! where they do not: 128 concurrent streams (nginx's
@@ -17,6 +20,7 @@
 use std::time::Duration;
 
 use super::raw::Checked;
+pub use super::raw::Http2Conn;
 use super::setting::{Echo, Field};
 use super::Error;
 use crate::choice::choice;
@@ -90,20 +94,6 @@ pub struct Http2Config {
     pub conn: Http2Conn,
 }
 
-/// What each HTTP/2 connection applies: `worker::conn::h2` reads these
-/// fields, and the h2c check of `worker::conn::h1` reads `h2c`. A new
-/// `--h2-*` setting is a field here, its line in `settings`, its entry in
-/// `raw`'s table and its reader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Http2Conn {
-    pub h2c: H2c,
-    pub max_concurrent_streams: usize,
-    pub max_header_list_bytes: usize,
-    pub header_table_bytes: usize,
-    /// Client resets allowed per connection in [`RESET_WINDOW`].
-    pub max_resets: usize,
-}
-
 impl Http2Conn {
     /// Whether a plain connection opening with the HTTP/2 preface is HTTP/2.
     pub fn h2c(&self) -> bool {
@@ -127,13 +117,7 @@ impl Http2Config {
 pub(super) fn settings(c: &Checked) -> Http2Config {
     Http2Config {
         alpn: c.alpn.clone(),
-        conn: Http2Conn {
-            h2c: c.h2c,
-            max_concurrent_streams: c.h2_max_concurrent_streams,
-            max_header_list_bytes: c.h2_max_header_list_bytes,
-            header_table_bytes: c.h2_header_table_bytes,
-            max_resets: c.h2_max_resets,
-        },
+        conn: c.http2_conn(),
     }
 }
 

@@ -184,7 +184,8 @@ impl RawConfig {
         let mut raw = self.clone();
         let drain_written = self.drain_timeout.map(f64::from);
         // Each setting on its own, then the rules that tie settings together.
-        let c = self.check()?;
+        let mut c = self.check()?;
+        let written_sites = std::mem::take(&mut c.site);
         let binds = listen::binds(&c)?;
         let (workers, cpus) = workers::plan(&c, allowed, physical)?;
         let force_timeout =
@@ -193,8 +194,7 @@ impl RawConfig {
         let (output_buffer_bytes, worker_output_bytes) = limits::output(&c)?;
         let source = tls::source(&c)?;
         let files = files::settings(&c)?;
-        let compress = || compression::always(&c);
-        let sites = sites::config(&c, &files, &compress, source.as_ref())?;
+        let sites = sites::config(&c, &written_sites, &files, source.as_ref())?;
         let identified = sites.list.iter().any(|s| s.tls.is_some());
         let tls = tls::config(&c, &binds, source, identified)?;
         let ordering = sites.list.iter().any(SiteConfig::by_acme);

@@ -18,7 +18,11 @@
 //! The order below is the order of `--help`, of the effective config, and
 //! of the checks (the first error is reported).
 //!
-//! The file is longer than 600 lines on purpose: every setting is declared
+//! After the settings, the same table declares the rest of a `[[site]]`
+//! table (`SiteRaw`: who the site is) and `Http2Conn`; the settings marked
+//! `per site` and `h2` fill their other fields (see `setting.rs`).
+//!
+//! The file is longer than 650 lines on purpose: every setting is declared
 //! here once (docs/decisions/0002), so it grows by one declaration per
 //! setting, and splitting the list would split the order `--help` shows.
 
@@ -36,7 +40,7 @@ use super::access_log::{
 };
 use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
-use super::files::{self, Dotfiles, HeaderRule, HeaderRuleRaw, Symlinks};
+use super::files::{self, Dotfiles, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks};
 use super::http2;
 use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
@@ -47,7 +51,7 @@ use super::limits::{
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
 use super::setting::{as_is, as_usize, optional, or, positive, seconds, settings, within, DAY};
-use super::sites::{SiteRaw, UnknownHost, DEFAULT_UNKNOWN_HOST};
+use super::sites::{UnknownHost, DEFAULT_UNKNOWN_HOST};
 use super::supervision::{
     ChildWatchChoice, Isolation, DEFAULT_BEAT_INTERVAL_S, DEFAULT_BEAT_TIMEOUT_S,
     DEFAULT_CHILD_WATCH, DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_ISOLATION, DEFAULT_MAX_RESTARTS,
@@ -171,24 +175,29 @@ settings! {
         /// Symlinks: `inside` (links that stay under the root), `never`, `follow`.
         #[arg(long, value_name = "inside|never|follow", hide_possible_values = true)]
         symlinks: Option<Symlinks> => Symlinks = or(files::DEFAULT_SYMLINKS, as_is),
+            per site Option<Symlinks>, shown |f| f.symlinks,
             shown |c| c.files.symlinks;
         /// Dotfiles (`/.git/config`): `deny` (404) or `allow`.
         #[arg(long, value_name = "deny|allow", hide_possible_values = true)]
         dotfiles: Option<Dotfiles> => Dotfiles = or(files::DEFAULT_DOTFILES, as_is),
-            shown |c| if c.files.dotfiles { Dotfiles::Allow } else { Dotfiles::Deny };
+            per site Option<Dotfiles>, shown |f| Dotfiles::from(f),
+            shown |c| Dotfiles::from(&c.files);
         /// Index file names tried for a directory, in order; repeatable.
         #[arg(long, value_name = "NAME")]
         index: Option<Vec<String>> => Vec<String> =
             or(vec![files::DEFAULT_INDEX.into()], files::index_names),
+            per site Option<Vec<String>>, shown |f| f.index,
             shown |c| c.files.index;
         /// List directories without an index file.
         #[arg(long, action = clap::ArgAction::SetTrue)]
         #[serde(default)]
         autoindex: bool => bool = as_is,
+            per site Option<bool>, shown |f| f.autoindex,
             shown |c| c.files.autoindex;
         /// `Cache-Control` value sent with every file response.
         #[arg(long, value_name = "VALUE")]
         cache_control: Option<String> => Option<String> = optional(files::cache_control),
+            per site Option<String>, shown |f| f.cache_control,
             shown |c| c.files.cache_control;
         /// Time before a cached file is checked against the disk again.
         #[arg(long, value_name = "DURATION")]
@@ -215,10 +224,12 @@ settings! {
         #[arg(skip)]
         headers: Option<Vec<HeaderRuleRaw>> => Vec<HeaderRule> =
             or(Vec::new(), files::header_rules),
+            per site Option<Vec<HeaderRuleRaw>>, shown |f| f.rules,
             shown |c| c.files.rules;
         /// Compress text, scripts and data on the fly for clients that accept it: `on` or `off`.
         #[arg(long, value_name = "on|off", hide_possible_values = true)]
         compress: Option<Compress> => Compress = or(compression::DEFAULT_COMPRESS, as_is),
+            per site Option<Compress>, shown |f| compression::shown(&f.compression),
             shown |c| compression::shown(&c.files.compression);
         /// MIME types compressed on the fly: `type/subtype`, `type/*`, `type/*+suffix`.
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -366,26 +377,31 @@ settings! {
         /// HTTP/2 on plain listeners: `prior-knowledge` (by its preface) or `off`.
         #[arg(long, value_name = "prior-knowledge|off", hide_possible_values = true)]
         h2c: Option<http2::H2c> => http2::H2c = or(http2::DEFAULT_H2C, as_is),
+            h2 h2c,
             shown |c| c.http2.conn.h2c;
         /// Streams one HTTP/2 connection may have open (REFUSED_STREAM past it).
         #[arg(long, value_name = "N")]
         h2_max_concurrent_streams: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_CONCURRENT_STREAMS, within(http2::CONCURRENT_STREAMS)),
+            h2 max_concurrent_streams,
             shown |c| c.http2.conn.max_concurrent_streams;
         /// Largest decoded HTTP/2 header list of a request, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_max_header_list_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_MAX_HEADER_LIST_BYTES, within(http2::HEADER_LIST_BYTES)),
+            h2 max_header_list_bytes,
             shown |c| c.http2.conn.max_header_list_bytes;
         /// HPACK dynamic table a client may use, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_header_table_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_HEADER_TABLE_BYTES, within(http2::HEADER_TABLE_BYTES)),
+            h2 header_table_bytes,
             shown |c| c.http2.conn.header_table_bytes;
         /// Stream resets a client may send per HTTP/2 connection in 10 s (then GOAWAY).
         #[arg(long, value_name = "N")]
         h2_max_resets: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
+            h2 max_resets,
             shown |c| c.http2.conn.max_resets;
         /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
         #[arg(long, value_name = "PATH|stderr|off")]
@@ -413,6 +429,41 @@ settings! {
             or(DEFAULT_ACCESS_LOG_BACKLOG_BYTES, within(BACKLOG_BYTES)),
             shown |c| c.access_log.backlog_bytes;
     }
+
+    /// One `[[site]]` table of the config file: who the site is (below) and,
+    /// after, every setting marked `per site` above. Unset settings and an
+    /// unset identity are the top level's.
+    #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+    #[serde(deny_unknown_fields)]
+    pub struct SiteRaw over FilesConfig {
+        /// A name for logs and the ACME state directory (default: the first host).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+        /// Exact names, IP addresses, or `*.example.com`.
+        #[serde(default)]
+        pub hosts: Vec<String>,
+        /// Unknown hosts go to this site (default: the first site).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub default: bool,
+        /// The directory this site serves (default: the top level's root).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub root: Option<PathBuf>,
+        /// This site's certificate chain (with `tls_key`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tls_cert: Option<PathBuf>,
+        /// The private key of `tls_cert`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub tls_key: Option<PathBuf>,
+        /// Obtain and renew this site's certificate by ACME.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub acme: bool,
+    }
+
+    /// What each HTTP/2 connection applies: the settings marked `h2` above,
+    /// as validated. `worker::conn::h2` reads these fields (and the h2c
+    /// check of `worker::conn::h1` reads `h2c`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Http2Conn;
 }
 
 impl RawConfig {

@@ -17,6 +17,20 @@
 //! 4. the constant `field::name` (key and flag, for cross-field errors);
 //! 5. its key of the effective config: `expr` read from the validated
 //!    `Config` (bound to `c`) and echoed into `Raw`.
+//!
+//! Two markers, written between the rule and `shown`, put a setting in a
+//! second place without writing it again:
+//! - `per site Site, shown |f| expr,`: the `[[site]]` table gets the field
+//!   `name: Site` (an `Option`; see [`Override`]); `Checked::for_site`
+//!   runs the same rule on a site's value (its errors naming `site.name`),
+//!   and `SiteRaw::showing` echoes `expr`, read from the site's
+//!   `FilesConfig` (bound to `f`);
+//! - `h2 field,`: the validated value is the field `field` of
+//!   `Http2Conn`, which `Checked::http2_conn` fills and the HTTP/2 layer
+//!   takes as it is.
+//!
+//! After the settings come the rest of `SiteRaw` (who a site is: name,
+//! hosts, root, identity) and `Http2Conn`'s attributes.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -68,9 +82,19 @@ macro_rules! settings {
             $(
                 $(#[$meta:meta])*
                 $name:ident: $raw:ty => $checked:ty = $rule:expr,
+                    $( per site $site_raw:ty, shown |$f:pat_param| $site_shown:expr, )?
+                    $( h2 $h2_field:ident, )?
                     shown |$c:pat_param| $shown:expr;
             )*
         }
+
+        $(#[$site_meta:meta])*
+        pub struct SiteRaw over $files:ty {
+            $( $(#[$own_meta:meta])* pub $own:ident: $own_ty:ty, )*
+        }
+
+        $(#[$h2_meta:meta])*
+        pub struct Http2Conn;
     ) => {
         $(#[$struct_meta])*
         pub struct RawConfig {
@@ -79,6 +103,7 @@ macro_rules! settings {
 
         /// Every setting after its default and its own rule, in declaration
         /// order; the cross-field rules run on this.
+        #[derive(Clone)]
         pub(crate) struct Checked {
             $( pub(crate) $name: $checked, )*
         }
@@ -120,6 +145,64 @@ macro_rules! settings {
             }
         }
 
+        $(#[$site_meta])*
+        pub struct SiteRaw {
+            $( $(#[$own_meta])* pub $own: $own_ty, )*
+            $( $(
+                #[doc = concat!("`", stringify!($name), "` for this site (else the top level's).")]
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub $name: $site_raw,
+            )? )*
+        }
+
+        impl Checked {
+            /// These settings with what `site` overrides (the settings
+            /// marked `per site`), each through its own rule; an error
+            /// names `site.<key>`.
+            pub(crate) fn for_site(&self, site: &SiteRaw) -> Result<Checked, $crate::config::Error> {
+                let mut c = self.clone();
+                $( $(
+                    let given: &$site_raw = &site.$name;
+                    if let Some(v) = $crate::config::setting::Override::<$raw>::given(given.clone()) {
+                        let key = concat!("site.", stringify!($name));
+                        let field = $crate::config::setting::Field { key, flag: key };
+                        c.$name = ($rule)(field, v)?;
+                    }
+                )? )*
+                Ok(c)
+            }
+
+            /// What each HTTP/2 connection applies (the settings marked `h2`).
+            pub(crate) fn http2_conn(&self) -> Http2Conn {
+                Http2Conn {
+                    $( $( $h2_field: self.$name.clone(), )? )*
+                }
+            }
+        }
+
+        impl SiteRaw {
+            /// `self` with each `per site` setting shown as `files` has it.
+            pub(crate) fn showing(mut self, files: &$files) -> SiteRaw {
+                $( $(
+                    self.$name = {
+                        let $f = files;
+                        <$site_raw as $crate::config::setting::Override<$raw>>::shown(
+                            $crate::config::setting::Echo::echo(&$site_shown),
+                        )
+                    };
+                )? )*
+                self
+            }
+        }
+
+        $(#[$h2_meta])*
+        pub struct Http2Conn {
+            $( $(
+                #[doc = concat!("`", stringify!($name), "` as validated (see its help).")]
+                pub $h2_field: $checked,
+            )? )*
+        }
+
         impl $crate::config::Config {
             /// The effective configuration in file form: every setting as
             /// validated, defaults filled in (`check-config` prints this,
@@ -136,6 +219,35 @@ macro_rules! settings {
     };
 }
 pub(crate) use settings;
+
+/// How a `[[site]]` table's value (`Self`, always an `Option`) stands for
+/// the top level's value as written (`Raw`): whether the site gives one,
+/// and how a site's validated value is shown.
+pub(crate) trait Override<Raw>: Sized {
+    /// The value as the top level would have written it, if the site gives one.
+    fn given(self) -> Option<Raw>;
+    /// A site's value in its table's form.
+    fn shown(raw: Raw) -> Self;
+}
+
+impl<T> Override<Option<T>> for Option<T> {
+    fn given(self) -> Option<Option<T>> {
+        self.map(Some)
+    }
+    fn shown(raw: Option<T>) -> Self {
+        raw
+    }
+}
+
+/// A switch (`autoindex`): on or off at the top level, unset or either in a site.
+impl Override<bool> for Option<bool> {
+    fn given(self) -> Option<bool> {
+        self
+    }
+    fn shown(raw: bool) -> Self {
+        Some(raw)
+    }
+}
 
 /// How a value given on the command line overrides the file's.
 pub(crate) trait Merge {

@@ -1,8 +1,9 @@
 //! Sites: `[[site]]` tables (virtual hosts), `--unknown-host`, and each
 //! site's root, file settings and TLS identity.
 //!
-//! Owns [`SiteRaw`] (a `[[site]]` table as written), building the
-//! validated [`SitesConfig`] (a `sites` type, with the [`Router`] every
+//! Owns building the validated [`SitesConfig`] from the `[[site]]` tables
+//! ([`SiteRaw`], declared with every setting in `raw`'s table, whose
+//! `per site` settings a site overrides through `Checked::for_site`) (a `sites` type, with the [`Router`] every
 //! worker and the TLS resolver match names with), and the rules:
 //! - without `[[site]]`, the server is one site: the root, the file
 //!   settings and the TLS identity of the top level, answering every Host;
@@ -22,11 +23,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::compression::{Compress, CompressConfig};
-use super::files::{self, Dotfiles, FilesConfig, HeaderRuleRaw, Symlinks};
+use super::files::{self, FilesConfig};
 use super::raw::Checked;
+pub use super::raw::SiteRaw;
 use super::setting::{Echo, Field};
 use super::tls::TlsSource;
 use super::{invalid, Error};
@@ -37,45 +36,6 @@ pub use crate::sites::{SiteConfig, SiteTls, SitesConfig, UnknownHost};
 pub const DEFAULT_UNKNOWN_HOST: UnknownHost = UnknownHost::Default;
 /// The site name of the one-site case (no `[[site]]`).
 pub const ONLY_SITE: &str = "default";
-
-/// One `[[site]]` table of the config file. Unset file settings and an
-/// unset identity are the top level's.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct SiteRaw {
-    /// A name for logs and the ACME state directory (default: the first host).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Exact names, IP addresses, or `*.example.com`.
-    #[serde(default)]
-    pub hosts: Vec<String>,
-    /// Unknown hosts go to this site (default: the first site).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub default: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub autoindex: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_control: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub symlinks: Option<Symlinks>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dotfiles: Option<Dotfiles>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compress: Option<Compress>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub headers: Option<Vec<HeaderRuleRaw>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_cert: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_key: Option<PathBuf>,
-    /// Obtain and renew this site's certificate by ACME.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub acme: bool,
-}
 
 impl Echo<Option<Vec<SiteRaw>>> for SitesConfig {
     fn echo(&self) -> Option<Vec<SiteRaw>> {
@@ -92,38 +52,24 @@ impl Echo<Option<Vec<SiteRaw>>> for SitesConfig {
                 hosts: s.hosts.clone(),
                 default: self.unknown == UnknownHost::Default && i == self.default,
                 root: Some(s.root.clone()),
-                index: Some(s.files.index.clone()),
-                autoindex: Some(s.files.autoindex),
-                cache_control: s.files.cache_control.clone(),
-                symlinks: Some(s.files.symlinks),
-                dotfiles: Some(if s.files.dotfiles {
-                    Dotfiles::Allow
-                } else {
-                    Dotfiles::Deny
-                }),
-                compress: Some(if s.files.compression.is_some() {
-                    Compress::On
-                } else {
-                    Compress::Off
-                }),
-                headers: s.files.rules.echo(),
                 tls_cert,
                 tls_key,
                 acme: s.by_acme(),
+                ..SiteRaw::default()
             }
+            .showing(&s.files)
         });
         Some(shown.collect())
     }
 }
 
-/// The sites of `c`: its `[[site]]` tables, or the one site of the top
-/// level. `base` is the top level's file settings, `compress` the
-/// compression settings a site that turns compression on gets, `tls` the
-/// top level's identity.
+/// The sites of `c`: `written` (its `[[site]]` tables, taken out of it),
+/// or the one site of the top level. `base` is the top level's file
+/// settings, `tls` the top level's identity.
 pub(super) fn config(
     c: &Checked,
+    written: &[SiteRaw],
     base: &FilesConfig,
-    compress: &dyn Fn() -> Result<CompressConfig, Error>,
     tls: Option<&TlsSource>,
 ) -> Result<SitesConfig, Error> {
     let inherited = tls.map(|t| match t {
@@ -133,7 +79,7 @@ pub(super) fn config(
         },
         TlsSource::SelfSigned => SiteTls::SelfSigned,
     });
-    if c.site.is_empty() {
+    if written.is_empty() {
         let only = SiteConfig {
             name: ONLY_SITE.to_owned(),
             hosts: Vec::new(),
@@ -153,10 +99,10 @@ pub(super) fn config(
             written: false,
         });
     }
-    let mut list: Vec<SiteConfig> = Vec::with_capacity(c.site.len());
+    let mut list: Vec<SiteConfig> = Vec::with_capacity(written.len());
     let mut marked = None;
-    for (i, raw) in c.site.iter().enumerate() {
-        let site = one(raw, c, base, compress, inherited.as_ref())?;
+    for (i, raw) in written.iter().enumerate() {
+        let site = one(raw, c, inherited.as_ref())?;
         if list.iter().any(|s| s.name == site.name) {
             return Err(site_err(
                 "site.name",
@@ -197,7 +143,7 @@ pub(super) fn config(
                 ));
             }
         }
-        if site.hosts.is_empty() && !(raw.default || (i == 0 && c.site.len() == 1)) {
+        if site.hosts.is_empty() && !(raw.default || (i == 0 && written.len() == 1)) {
             return Err(site_err(
                 "site.hosts",
                 &site.name,
@@ -223,13 +169,7 @@ pub(super) fn config(
     })
 }
 
-fn one(
-    raw: &SiteRaw,
-    c: &Checked,
-    base: &FilesConfig,
-    compress: &dyn Fn() -> Result<CompressConfig, Error>,
-    inherited: Option<&SiteTls>,
-) -> Result<SiteConfig, Error> {
+fn one(raw: &SiteRaw, c: &Checked, inherited: Option<&SiteTls>) -> Result<SiteConfig, Error> {
     let mut hosts = Vec::with_capacity(raw.hosts.len());
     for written in &raw.hosts {
         let host = normalize_pattern(written).map_err(|e| {
@@ -266,34 +206,9 @@ fn one(
             .map_err(|e| site_err("site.root", &name, strip_field(e)))?,
         None => c.root.clone(),
     };
-    let mut f = base.clone();
-    if let Some(index) = &raw.index {
-        f.index = files::index_names(field("site.index"), index.clone())?;
-    }
-    if let Some(a) = raw.autoindex {
-        f.autoindex = a;
-    }
-    if let Some(v) = &raw.cache_control {
-        f.cache_control = Some(files::cache_control(
-            field("site.cache_control"),
-            v.clone(),
-        )?);
-    }
-    if let Some(s) = raw.symlinks {
-        f.symlinks = s;
-    }
-    if let Some(d) = raw.dotfiles {
-        f.dotfiles = d == Dotfiles::Allow;
-    }
-    if let Some(z) = raw.compress {
-        f.compression = match z {
-            Compress::On => Some(compress()?),
-            Compress::Off => None,
-        };
-    }
-    if let Some(rules) = &raw.headers {
-        f.rules = files::header_rules(field("site.headers"), rules.clone())?;
-    }
+    // The file settings marked `per site` in raw's table, each through its
+    // own rule, and the same cross-field rules as the top level's.
+    let f = files::settings(&c.for_site(raw)?)?;
     let tls = match (&raw.tls_cert, &raw.tls_key, raw.acme) {
         (Some(_), _, true) | (_, Some(_), true) => {
             return Err(site_err(
@@ -384,6 +299,7 @@ pub(super) fn canonical(p: &std::path::Path) -> PathBuf {
 mod tests {
     use super::*;
     use crate::config::tests::{err, ok, raw};
+    use crate::config::Compress;
     use crate::config::RawConfig;
 
     fn site(hosts: &[&str]) -> SiteRaw {
@@ -485,6 +401,45 @@ mod tests {
         assert_eq!(s.router.route(b"a.test"), Some(0));
         assert_eq!(s.router.route(b"x.b.test"), Some(1));
         assert_eq!(s.router.route(b"c.test"), None);
+    }
+
+    #[test]
+    fn every_per_site_setting_overrides_and_reads_back() {
+        let text = "[[site]]\nhosts = [\"a.test\"]\nindex = [\"home.htm\"]\n\
+                    autoindex = true\ncache_control = \"no-store\"\nsymlinks = \"never\"\n\
+                    dotfiles = \"allow\"\ncompress = \"off\"\n\
+                    [[site.headers]]\nmatch = \"/**\"\nset = { X-Site = \"a\" }\n\
+                    [[site]]\nhosts = [\"b.test\"]\n";
+        let c = ok(RawConfig {
+            root: raw().root,
+            ..toml::from_str(text).unwrap()
+        });
+        let (a, b) = (&c.sites.list[0].files, &c.sites.list[1].files);
+        assert_eq!(a.index, ["home.htm"]);
+        assert!(a.autoindex && a.dotfiles && a.compression.is_none());
+        assert_eq!(a.cache_control.as_deref(), Some("no-store"));
+        assert_eq!(a.symlinks, crate::config::Symlinks::Never);
+        assert_eq!(a.rules.len(), 1);
+        // The other site keeps the top level's.
+        let shown = |f: &FilesConfig| format!("{f:?}");
+        assert_eq!(shown(b), shown(&c.files));
+        // Shown and read back, each site gives the same settings again.
+        let again = ok(toml::from_str(&c.to_toml()).unwrap());
+        assert_eq!(shown(&again.sites.list[0].files), shown(a));
+        assert_eq!(shown(&again.sites.list[1].files), shown(b));
+        assert_eq!(again.to_toml(), c.to_toml());
+    }
+
+    #[test]
+    fn a_bad_per_site_value_names_the_site_key() {
+        let mut a = site(&["a.test"]);
+        a.cache_control = Some("no\nstore".into());
+        let e = err(with(vec![a]));
+        assert!(e.starts_with("site.cache_control: "), "{e}");
+        let mut a = site(&["a.test"]);
+        a.index = Some(vec!["../x".into()]);
+        let e = err(with(vec![a]));
+        assert!(e.starts_with("site.index: "), "{e}");
     }
 
     #[test]
