@@ -403,6 +403,12 @@ settings! {
             or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
             h2 max_resets,
             shown |c| c.http2.conn.max_resets;
+        /// Request-body bytes a client may send an HTTP/2 connection ahead of what services read.
+        #[arg(long, value_name = "SIZE")]
+        h2_initial_window_bytes: Option<Size> => usize =
+            or(65_535u64, within(65_535..=16 * 1024 * 1024)),
+            h2 initial_window_bytes,
+            shown |c| c.http2.conn.initial_window_bytes;
         /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
         #[arg(long, value_name = "PATH|stderr|off")]
         access_log: Option<String> => LogTarget =

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 
 use crate::common::h2::{
-    assert_same, bounded, read_answer, send_body, tls_config, Client, Exchange, View,
+    assert_same, bounded, read_answer, send_body, tls_config, Answer, Client, Exchange, View,
 };
 use crate::common::tls::{connected, pinned, request, TLS13};
 use crate::common::{read_framed, AppServer};
@@ -351,16 +351,16 @@ fn connection_fields_are_dropped_over_h2(driver: &str) {
 
 // ----------------------------------------------------------------- HTTP/2
 
-/// A service that does not read its body stops the client: of a 1 MiB
-/// upload, the client's send window lets out no more than the stream's
-/// initial window, and gives no more credit while the service holds the
-/// request. Once the service answers, the answer arrives and the
-/// connection serves on.
-fn a_service_that_does_not_read_shuts_the_window(driver: &str) {
-    let app = App::start(driver);
-    let mut client = Client::connect(app.server.addr());
+/// Uploads 1 MiB to `/hold` (a service that reads nothing until told) for
+/// as long as the server gives credit, then releases the service. Returns
+/// the bytes the window let out, the credit left when it shut, and the
+/// held answer.
+fn upload_to_a_service_that_does_not_read(
+    app: &App,
+    client: &mut Client,
+) -> (usize, usize, Answer) {
     let probe = app.probe.clone();
-    let (sent, left, answer) = client.run(|send| async move {
+    client.run(|send| async move {
         let mut send = bounded("a stream slot", send.ready()).await.unwrap();
         let req = Exchange::new("POST", "/hold").h2_request();
         let (response, mut stream) = send.send_request(req, false).unwrap();
@@ -383,7 +383,18 @@ fn a_service_that_does_not_read_shuts_the_window(driver: &str) {
         let response = bounded("the held answer", response).await.unwrap();
         let answer = read_answer(response).await.unwrap();
         (sent, left, answer)
-    });
+    })
+}
+
+/// A service that does not read its body stops the client: of a 1 MiB
+/// upload, the client's send window lets out no more than the stream's
+/// initial window, and gives no more credit while the service holds the
+/// request. Once the service answers, the answer arrives and the
+/// connection serves on.
+fn a_service_that_does_not_read_shuts_the_window(driver: &str) {
+    let app = App::start(driver);
+    let mut client = Client::connect(app.server.addr());
+    let (sent, left, answer) = upload_to_a_service_that_does_not_read(&app, &mut client);
     assert!(
         (16 * 1024..=DEFAULT_WINDOW).contains(&sent),
         "the client sent {sent} bytes to a service that reads none"
@@ -395,6 +406,29 @@ fn a_service_that_does_not_read_shuts_the_window(driver: &str) {
     );
     let answer = client.send(&Exchange::new("POST", "/digest").body("abc"));
     assert_eq!(answer.body_text(), digest_of(b"abc"));
+}
+
+/// `--h2-initial-window-bytes 256KiB`: the same upload gets that far ahead
+/// of the service (four times the default window) and no further; the
+/// connection's window is the same, so one stream may use all of it. A
+/// 1 MiB upload to a service that reads then arrives whole.
+fn a_larger_initial_window_lets_that_much_ahead_and_no_more(driver: &str) {
+    const WINDOW: usize = 256 * 1024;
+    let app = App::with(
+        AppServer::builder()
+            .driver(driver)
+            .raw(|r| r.h2_initial_window_bytes = Some(servery::config::Size(WINDOW as u64))),
+    );
+    let mut client = Client::connect(app.server.addr());
+    let (sent, left, answer) = upload_to_a_service_that_does_not_read(&app, &mut client);
+    assert!(
+        (DEFAULT_WINDOW + 1..=WINDOW).contains(&sent),
+        "the client sent {sent} bytes to a service that reads none (window {WINDOW})"
+    );
+    assert_eq!(left, 0, "credit left after {sent} bytes");
+    assert_eq!(answer.status, 200);
+    let answer = client.send(&Exchange::new("POST", "/digest").body(bytes_of(1 << 20)));
+    assert_eq!(answer.body_text(), digest_of(&bytes_of(1 << 20)));
 }
 
 /// The service is told the protocol: HTTP/2 over h2c (no TLS), and over
@@ -445,5 +479,6 @@ driver_tests! {
     a_panic_is_500_and_the_server_serves_on,
     a_panic_is_counted_once,
     a_service_that_does_not_read_shuts_the_window,
+    a_larger_initial_window_lets_that_much_ahead_and_no_more,
     the_service_sees_the_protocol,
 }

@@ -111,6 +111,11 @@ pub(crate) async fn serve<H, T>(
         .max_concurrent_streams(limits.max_concurrent_streams as u32)
         .max_header_list_size(limits.max_header_list_bytes as u32)
         .header_table_size(limits.header_table_bytes as u32)
+        // One window per stream and the same for the connection: what a
+        // client sends ahead of the services is at most this, all its
+        // streams together (credit returns as each service reads).
+        .initial_window_size(limits.initial_window_bytes as u32)
+        .initial_connection_window_size(limits.initial_window_bytes as u32)
         .max_send_buffer_size(send::SEND_BUFFER_BYTES)
         .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
         .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS))
