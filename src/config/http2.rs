@@ -85,13 +85,13 @@ choice! {
     }
 }
 
-/// The validated HTTP/2 settings.
+/// The validated HTTP/2 settings of the listeners: what TLS listeners
+/// offer. What each connection applies is [`Http2Conn`], in the workers'
+/// `ConnSettings`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Http2Config {
     /// What TLS listeners offer, in order of preference.
     pub alpn: Vec<Protocol>,
-    /// What every connection applies (the workers take it as it is).
-    pub conn: Http2Conn,
 }
 
 impl Http2Conn {
@@ -102,11 +102,6 @@ impl Http2Conn {
 }
 
 impl Http2Config {
-    /// Whether any listener speaks HTTP/2.
-    pub fn enabled(&self) -> bool {
-        self.alpn.contains(&Protocol::H2) || self.conn.h2c()
-    }
-
     /// The ALPN identifiers TLS listeners offer, in order of preference.
     pub fn alpn_ids(&self) -> Vec<&'static [u8]> {
         self.alpn.iter().map(|p| p.id()).collect()
@@ -117,7 +112,6 @@ impl Http2Config {
 pub(super) fn settings(c: &Checked) -> Http2Config {
     Http2Config {
         alpn: c.alpn.clone(),
-        conn: c.http2_conn(),
     }
 }
 

@@ -4,15 +4,83 @@
 //! Owns those defaults and their bounds (`--max-connections`,
 //! `--max-connections-total`, `--header-timeout`, `--keepalive-timeout`,
 //! `--send-timeout`, `--output-buffer-bytes`, `--worker-output-bytes`, `--lingering-*`, `--max-head-bytes`, `--max-headers`,
-//! `--max-body-bytes`).
+//! `--max-body-bytes`), and [`ConnSettings`]: those validated, with the
+//! HTTP/2 limits and the shutdown deadlines, as every worker applies them.
 //! Does not own enforcing them (`worker`, `http::parse`).
 
+use std::num::NonZeroUsize;
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
+use super::http2::Http2Conn;
 use super::raw::Checked;
 use super::setting::Field;
 use super::Error;
 use crate::http::Limits;
+
+/// What every worker applies to its connections, as validated: the workers
+/// take it as it is (`worker::Settings` is this type).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnSettings {
+    /// The request head's limits.
+    pub limits: Limits,
+    /// Time to receive a request head.
+    pub header_timeout: Duration,
+    /// Silence allowed between two reads of a request body.
+    pub body_timeout: Duration,
+    /// Time a kept-alive connection may idle.
+    pub keepalive_timeout: Duration,
+    /// Longest wait for a client to take more response bytes.
+    pub send_timeout: Duration,
+    /// Prepared, unsent response bytes one connection may hold.
+    pub output_buffer_bytes: usize,
+    /// The same for all of a worker's connections together.
+    pub worker_output_bytes: usize,
+    /// Open connections per worker.
+    pub max_connections: NonZeroUsize,
+    /// `--max-connections-total`: the global cap the shared budget enforces.
+    pub max_connections_total: Option<u64>,
+    /// Time allowed for a TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Lingering close: time in all, silence between reads, bytes discarded.
+    pub lingering_time: Duration,
+    pub lingering_timeout: Duration,
+    pub lingering_bytes: u64,
+    /// Largest request body (413 past it).
+    pub max_body_bytes: u64,
+    /// From SIGTERM: connections still open then are cut. A worker keeps it
+    /// itself when its supervisor is gone.
+    pub drain_timeout: Duration,
+    /// From SIGTERM: workers still alive then are reported and abandoned.
+    pub force_timeout: Duration,
+    /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
+    pub http2: Http2Conn,
+}
+
+/// The connection settings of the checked table; `force_timeout` as the
+/// supervision rules settled it.
+pub(super) fn conn(c: &Checked, force_timeout: Duration) -> Result<ConnSettings, Error> {
+    let (output_buffer_bytes, worker_output_bytes) = output(c)?;
+    Ok(ConnSettings {
+        limits: head(c),
+        header_timeout: c.header_timeout,
+        body_timeout: c.body_timeout,
+        keepalive_timeout: c.keepalive_timeout,
+        send_timeout: c.send_timeout,
+        output_buffer_bytes,
+        worker_output_bytes,
+        max_connections: c.max_connections,
+        max_connections_total: c.max_connections_total,
+        tls_handshake_timeout: c.tls_handshake_timeout,
+        lingering_time: c.lingering_time,
+        lingering_timeout: c.lingering_timeout,
+        lingering_bytes: c.lingering_bytes,
+        max_body_bytes: c.max_body_bytes,
+        drain_timeout: c.drain_timeout,
+        force_timeout,
+        http2: c.http2_conn(),
+    })
+}
 
 /// Per-worker connection cap, like nginx's `worker_connections` order of size.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16_384;
@@ -129,8 +197,8 @@ mod tests {
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
-        assert_eq!(c.limits.max_head_bytes, 2048);
-        assert_eq!(c.limits.max_request_line_bytes, 2048);
+        assert_eq!(c.conn.limits.max_head_bytes, 2048);
+        assert_eq!(c.conn.limits.max_request_line_bytes, 2048);
     }
 
     #[test]

@@ -49,7 +49,6 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::http::Limits;
 pub use access_log::AccessLogConfig;
 pub use acme::{AcmeChallenge, AcmeConfig, ACME_RETRY_MAX};
 pub use compression::{Compress, CompressConfig, MimePatterns};
@@ -60,7 +59,7 @@ pub use files::{
     DEFAULT_MEMORY_CACHE_BYTES, DEFAULT_ROOT, DEFAULT_SMALL_FILE_MAX_BYTES, DEFAULT_SYMLINKS,
 };
 pub use limits::{
-    DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
+    ConnSettings, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
     DEFAULT_LINGERING_BYTES, DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADERS, DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_MAX_REQUEST_LINE_BYTES, DEFAULT_SEND_TIMEOUT_S,
@@ -123,7 +122,6 @@ pub struct Config {
     pub restart_window: Duration,
     pub beat_interval: Duration,
     pub beat_timeout: Duration,
-    pub max_connections_total: Option<u64>,
     /// Directory served by the file handler.
     pub root: PathBuf,
     /// The file handler's settings at the top level (what sites inherit).
@@ -141,30 +139,12 @@ pub struct Config {
     pub listener: ListenerMode,
     pub driver: DriverChoice,
     pub startup_timeout: Duration,
-    /// From SIGTERM: connections still open then are cut.
-    pub drain_timeout: Duration,
-    /// From SIGTERM: workers still alive then are reported and abandoned.
-    pub force_timeout: Duration,
-    /// Per worker.
-    pub max_connections: NonZeroUsize,
-    pub header_timeout: Duration,
-    /// `--body-timeout`: silence allowed between reads of a request body.
-    pub body_timeout: Duration,
-    pub keepalive_timeout: Duration,
-    pub send_timeout: Duration,
-    /// `--output-buffer-bytes`: prepared, unsent response bytes per connection.
-    pub output_buffer_bytes: usize,
-    /// `--worker-output-bytes`: the same for all of a worker's connections.
-    pub worker_output_bytes: usize,
-    /// Lingering close bounds (see `worker::conn::linger`).
-    pub lingering_time: Duration,
-    pub lingering_timeout: Duration,
-    pub lingering_bytes: u64,
-    /// `--max-body-bytes`: larger request bodies are refused (413).
-    pub max_body_bytes: u64,
-    pub limits: Limits,
+    /// What every worker applies to its connections (limits, timeouts,
+    /// output budgets, HTTP/2's limits, the shutdown deadlines): the
+    /// workers take it as it is.
+    pub conn: ConnSettings,
     pub admin: Option<SocketAddr>,
-    /// HTTP/2: the protocols of each listener and the per-connection limits.
+    /// HTTP/2: what TLS listeners offer by ALPN (its limits are in `conn`).
     pub http2: http2::Http2Config,
     pub access_log: AccessLogConfig,
 }
@@ -191,7 +171,6 @@ impl RawConfig {
         let force_timeout =
             supervision::force_timeout(c.force_timeout, drain_written, c.drain_timeout)?;
         let admin = listen::admin(&c, &binds)?;
-        let (output_buffer_bytes, worker_output_bytes) = limits::output(&c)?;
         let source = tls::source(&c)?;
         let files = files::settings(&c)?;
         let sites = sites::config(&c, &written_sites, &files, source.as_ref())?;
@@ -199,6 +178,7 @@ impl RawConfig {
         let tls = tls::config(&c, &binds, source, identified)?;
         let ordering = sites.list.iter().any(SiteConfig::by_acme);
         let acme = acme::config(&c, ordering, !binds.is_empty(), tls.is_some())?;
+        let conn = limits::conn(&c, force_timeout)?;
         let access_log = AccessLogConfig::new(
             &c.access_log,
             &c.access_log_format,
@@ -221,7 +201,6 @@ impl RawConfig {
             restart_window: c.restart_window,
             beat_interval: c.beat_interval,
             beat_timeout: c.beat_timeout,
-            max_connections_total: c.max_connections_total,
             files,
             sites,
             acme,
@@ -231,20 +210,7 @@ impl RawConfig {
             listener: c.listener,
             driver: c.driver,
             startup_timeout: c.startup_timeout,
-            drain_timeout: c.drain_timeout,
-            force_timeout,
-            max_connections: c.max_connections,
-            header_timeout: c.header_timeout,
-            body_timeout: c.body_timeout,
-            keepalive_timeout: c.keepalive_timeout,
-            send_timeout: c.send_timeout,
-            output_buffer_bytes,
-            worker_output_bytes,
-            lingering_time: c.lingering_time,
-            lingering_timeout: c.lingering_timeout,
-            lingering_bytes: c.lingering_bytes,
-            max_body_bytes: c.max_body_bytes,
-            limits: limits::head(&c),
+            conn,
             admin,
             http2: http2::settings(&c),
             access_log,

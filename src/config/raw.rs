@@ -108,66 +108,66 @@ settings! {
         /// Time in-flight requests get after SIGTERM before being cut.
         #[arg(long, value_name = "DURATION")]
         drain_timeout: Option<Seconds> => Duration = or(DEFAULT_DRAIN_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.drain_timeout;
+            shown |c| c.conn.drain_timeout;
         /// Time after SIGTERM when surviving workers are abandoned.
         #[arg(long, value_name = "DURATION")]
         force_timeout: Option<Seconds> => Option<Duration> = optional(seconds(DAY)),
-            shown |c| c.force_timeout;
+            shown |c| c.conn.force_timeout;
         /// Open connections per worker.
         #[arg(long, value_name = "N")]
         max_connections: Option<u64> => NonZeroUsize = or(DEFAULT_MAX_CONNECTIONS as u64, positive),
-            shown |c| c.max_connections;
+            shown |c| c.conn.max_connections;
         /// Time to receive a request head.
         #[arg(long, value_name = "DURATION")]
         header_timeout: Option<Seconds> => Duration = or(DEFAULT_HEADER_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.header_timeout;
+            shown |c| c.conn.header_timeout;
         /// Longest wait between two reads of a request body (408 past it).
         #[arg(long, value_name = "DURATION")]
         body_timeout: Option<Seconds> => Duration = or(DEFAULT_BODY_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.body_timeout;
+            shown |c| c.conn.body_timeout;
         /// Time a kept-alive connection may idle.
         #[arg(long, value_name = "DURATION")]
         keepalive_timeout: Option<Seconds> => Duration = or(DEFAULT_KEEPALIVE_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.keepalive_timeout;
+            shown |c| c.conn.keepalive_timeout;
         /// Time a client may take to accept more response bytes.
         #[arg(long, value_name = "DURATION")]
         send_timeout: Option<Seconds> => Duration = or(DEFAULT_SEND_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.send_timeout;
+            shown |c| c.conn.send_timeout;
         /// Response bytes one connection may hold prepared and unsent (all its HTTP/2 streams).
         #[arg(long, value_name = "SIZE")]
         output_buffer_bytes: Option<Size> => usize =
             or(DEFAULT_OUTPUT_BUFFER_BYTES as u64, within(OUTPUT_BUFFER_BYTES)),
-            shown |c| c.output_buffer_bytes;
+            shown |c| c.conn.output_buffer_bytes;
         /// Response bytes all of a worker's connections may hold prepared and unsent.
         #[arg(long, value_name = "SIZE")]
         worker_output_bytes: Option<Size> => usize =
             or(DEFAULT_WORKER_OUTPUT_BYTES as u64, within(WORKER_OUTPUT_BYTES)),
-            shown |c| c.worker_output_bytes;
+            shown |c| c.conn.worker_output_bytes;
         /// Time a lingering close may discard input in all.
         #[arg(long, value_name = "DURATION")]
         lingering_time: Option<Seconds> => Duration = or(DEFAULT_LINGERING_TIME_S, seconds(DAY)),
-            shown |c| c.lingering_time;
+            shown |c| c.conn.lingering_time;
         /// Client silence that ends a lingering close.
         #[arg(long, value_name = "DURATION")]
         lingering_timeout: Option<Seconds> => Duration = or(DEFAULT_LINGERING_TIMEOUT_S, seconds(DAY)),
-            shown |c| c.lingering_timeout;
+            shown |c| c.conn.lingering_timeout;
         /// Most bytes a lingering close discards.
         #[arg(long, value_name = "SIZE")]
         lingering_bytes: Option<Size> => u64 = or(DEFAULT_LINGERING_BYTES, limits::lingering_bytes),
-            shown |c| c.lingering_bytes;
+            shown |c| c.conn.lingering_bytes;
         /// Largest request head in bytes.
         #[arg(long, value_name = "SIZE")]
         max_head_bytes: Option<Size> => usize =
             or(DEFAULT_MAX_HEAD_BYTES as u64, within(HEAD_BYTES)),
-            shown |c| c.limits.max_head_bytes;
+            shown |c| c.conn.limits.max_head_bytes;
         /// Most header fields in a request.
         #[arg(long, value_name = "N")]
         max_headers: Option<u64> => usize = or(DEFAULT_MAX_HEADERS as u64, within(HEADERS)),
-            shown |c| c.limits.max_headers;
+            shown |c| c.conn.limits.max_headers;
         /// Largest request body in bytes (a larger one is refused with 413).
         #[arg(long, value_name = "SIZE")]
         max_body_bytes: Option<Size> => u64 = or(DEFAULT_MAX_BODY_BYTES, as_is),
-            shown |c| c.max_body_bytes;
+            shown |c| c.conn.max_body_bytes;
         /// Address of the admin listener (/healthz, /readyz, /metrics).
         #[arg(long, value_name = "ADDR")]
         admin: Option<String> => Option<SocketAddr> = optional(listen::addr(ADMIN_EXAMPLE)),
@@ -298,7 +298,7 @@ settings! {
         /// Open connections across all workers (default: per-worker cap only).
         #[arg(long, value_name = "N")]
         max_connections_total: Option<u64> => Option<u64> = optional(limits::total_connections),
-            shown |c| c.max_connections_total;
+            shown |c| c.conn.max_connections_total;
         /// Address of a TLS listener; repeatable, beside plain `--bind`s.
         #[arg(long, value_name = "ADDR")]
         tls_bind: Option<Vec<String>> => Vec<SocketAddr> =
@@ -378,37 +378,37 @@ settings! {
         #[arg(long, value_name = "prior-knowledge|off", hide_possible_values = true)]
         h2c: Option<http2::H2c> => http2::H2c = or(http2::DEFAULT_H2C, as_is),
             h2 h2c,
-            shown |c| c.http2.conn.h2c;
+            shown |c| c.conn.http2.h2c;
         /// Streams one HTTP/2 connection may have open (REFUSED_STREAM past it).
         #[arg(long, value_name = "N")]
         h2_max_concurrent_streams: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_CONCURRENT_STREAMS, within(http2::CONCURRENT_STREAMS)),
             h2 max_concurrent_streams,
-            shown |c| c.http2.conn.max_concurrent_streams;
+            shown |c| c.conn.http2.max_concurrent_streams;
         /// Largest decoded HTTP/2 header list of a request, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_max_header_list_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_MAX_HEADER_LIST_BYTES, within(http2::HEADER_LIST_BYTES)),
             h2 max_header_list_bytes,
-            shown |c| c.http2.conn.max_header_list_bytes;
+            shown |c| c.conn.http2.max_header_list_bytes;
         /// HPACK dynamic table a client may use, in bytes.
         #[arg(long, value_name = "SIZE")]
         h2_header_table_bytes: Option<Size> => usize =
             or(http2::DEFAULT_H2_HEADER_TABLE_BYTES, within(http2::HEADER_TABLE_BYTES)),
             h2 header_table_bytes,
-            shown |c| c.http2.conn.header_table_bytes;
+            shown |c| c.conn.http2.header_table_bytes;
         /// Stream resets a client may send per HTTP/2 connection in 10 s (then GOAWAY).
         #[arg(long, value_name = "N")]
         h2_max_resets: Option<u64> => usize =
             or(http2::DEFAULT_H2_MAX_RESETS, within(http2::RESETS)),
             h2 max_resets,
-            shown |c| c.http2.conn.max_resets;
+            shown |c| c.conn.http2.max_resets;
         /// Request-body bytes a client may send an HTTP/2 connection ahead of what services read.
         #[arg(long, value_name = "SIZE")]
         h2_initial_window_bytes: Option<Size> => usize =
             or(65_535u64, within(65_535..=16 * 1024 * 1024)),
             h2 initial_window_bytes,
-            shown |c| c.http2.conn.initial_window_bytes;
+            shown |c| c.conn.http2.initial_window_bytes;
         /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
         #[arg(long, value_name = "PATH|stderr|off")]
         access_log: Option<String> => LogTarget =

@@ -106,7 +106,7 @@ mod tests {
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
-        assert!(c.force_timeout > c.drain_timeout);
+        assert!(c.conn.force_timeout > c.conn.drain_timeout);
     }
 
     #[test]
@@ -116,12 +116,12 @@ mod tests {
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
-        assert_eq!(c.force_timeout.as_secs_f64(), 5.1);
+        assert_eq!(c.conn.force_timeout.as_secs_f64(), 5.1);
         let r = RawConfig {
             drain_timeout: Some(Seconds(86_399.0)),
             ..raw()
         };
         let c = r.validate_with(&set(&[0]), &[0]).unwrap();
-        assert_eq!(c.force_timeout.as_secs_f64(), 86_400.0);
+        assert_eq!(c.conn.force_timeout.as_secs_f64(), 86_400.0);
     }
 }

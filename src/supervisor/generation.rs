@@ -38,8 +38,8 @@ impl Rules {
         Rules {
             workers: c.workers.get(),
             startup_timeout: c.startup_timeout,
-            drain_timeout: c.drain_timeout,
-            force_timeout: c.force_timeout,
+            drain_timeout: c.conn.drain_timeout,
+            force_timeout: c.conn.force_timeout,
             max_restarts: c.max_restarts,
             restart_window: c.restart_window,
             beat_interval: c.beat_interval,

@@ -29,7 +29,7 @@ use crate::sys::pidfd;
 use crate::sys::shm::SharedCounter;
 use crate::telemetry::{Snapshot, WorkerStats};
 use crate::tls::identity::GenerationTls;
-use crate::worker::{self, Control, Report, Settings, State};
+use crate::worker::{self, Control, Report, State};
 
 /// What a new worker needs, whatever its kind.
 pub(crate) struct Spawn<'a, F> {
@@ -80,7 +80,7 @@ impl Member {
             cpu: s.config.cpus.as_ref().map(|c| c[s.slot]),
             sockets,
             driver: s.config.driver,
-            settings: Settings::from_config(s.config),
+            settings: s.config.conn,
             factory: s.factory.clone(),
             stats: s.stats.clone(),
             control: control_rx,

@@ -89,8 +89,10 @@ pub struct Ready {
     pub tls: Vec<bool>,
     /// SHA-256 of the certificate every worker presents.
     pub tls_fingerprint: Option<String>,
-    /// What the listeners speak.
+    /// What the TLS listeners offer.
     pub http2: crate::config::http2::Http2Config,
+    /// Whether the plain listeners take HTTP/2 by its preface.
+    pub h2c: crate::config::http2::H2c,
 }
 
 impl Ready {
@@ -101,7 +103,7 @@ impl Ready {
         if tls {
             return self.http2.alpn.iter().map(|p| p.name()).collect();
         }
-        match self.http2.conn.h2c {
+        match self.h2c {
             H2c::PriorKnowledge => vec!["http/1.1", "h2c"],
             H2c::Off => vec!["http/1.1"],
         }
@@ -260,7 +262,7 @@ impl<F: ServiceFactory> Server<F> {
             ),
             Isolation::Thread => None,
         };
-        let budget = match config.max_connections_total {
+        let budget = match config.conn.max_connections_total {
             Some(_) => Some(Arc::new(SharedCounter::create().map_err(Error::Budget)?)),
             None => None,
         };
@@ -307,6 +309,7 @@ impl<F: ServiceFactory> Server<F> {
                             t.identities[site?].as_ref().map(|m| m.fingerprint())
                         }),
                     http2: config.http2.clone(),
+                    h2c: config.conn.http2.h2c,
                 };
                 drop(l);
                 tracing::info!(

@@ -24,7 +24,7 @@ pub(super) async fn accept_loop<H: Service>(
     accepting: Rc<Cell<usize>>,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
-    let max = ctx.settings.max_connections;
+    let max = ctx.settings.max_connections.get();
     while !ctx.draining.get() {
         if ctx.registry.len() >= max {
             // At the cap, leave new connections queued in the kernel (as

@@ -41,69 +41,14 @@ use socket2::Socket;
 use crate::app::ServiceFactory;
 use crate::config::DriverChoice;
 use crate::http::date::DateCache;
-use crate::http::Limits;
 use crate::telemetry::WorkerStats;
 use registry::Registry;
 
 pub use crate::control::{Control, Driver, Report, State};
 
-/// Connection-level settings every worker shares.
-#[derive(Debug, Clone, Copy)]
-pub struct Settings {
-    pub limits: Limits,
-    pub header_timeout: Duration,
-    /// Silence allowed between two reads of a request body.
-    pub body_timeout: Duration,
-    pub keepalive_timeout: Duration,
-    /// Longest wait for a client to take more response bytes.
-    pub send_timeout: Duration,
-    /// Prepared, unsent response bytes one connection may hold.
-    pub output_buffer_bytes: usize,
-    /// The same for all of the worker's connections together.
-    pub worker_output_bytes: usize,
-    pub max_connections: usize,
-    /// `--max-connections-total`: the global cap the shared budget enforces.
-    pub max_connections_total: Option<u64>,
-    /// Time allowed for a TLS handshake.
-    pub tls_handshake_timeout: Duration,
-    /// Lingering close: time in all, silence between reads, bytes discarded.
-    pub lingering_time: Duration,
-    pub lingering_timeout: Duration,
-    pub lingering_bytes: u64,
-    /// Largest request body (413 past it).
-    pub max_body_bytes: u64,
-    /// The shutdown deadlines, kept by the worker itself when its
-    /// supervisor is gone.
-    pub drain_timeout: Duration,
-    pub force_timeout: Duration,
-    /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
-    pub http2: crate::config::http2::Http2Conn,
-}
-
-impl Settings {
-    /// The connection settings of a validated config.
-    pub fn from_config(config: &crate::config::Config) -> Settings {
-        Settings {
-            limits: config.limits,
-            header_timeout: config.header_timeout,
-            body_timeout: config.body_timeout,
-            keepalive_timeout: config.keepalive_timeout,
-            send_timeout: config.send_timeout,
-            output_buffer_bytes: config.output_buffer_bytes,
-            worker_output_bytes: config.worker_output_bytes,
-            max_connections: config.max_connections.get(),
-            max_connections_total: config.max_connections_total,
-            tls_handshake_timeout: config.tls_handshake_timeout(),
-            lingering_time: config.lingering_time,
-            lingering_timeout: config.lingering_timeout,
-            lingering_bytes: config.lingering_bytes,
-            max_body_bytes: config.max_body_bytes,
-            drain_timeout: config.drain_timeout,
-            force_timeout: config.force_timeout,
-            http2: config.http2.conn,
-        }
-    }
-}
+/// Connection-level settings every worker shares: the validated
+/// `config::ConnSettings`, taken as it is.
+pub use crate::config::ConnSettings as Settings;
 
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {

@@ -16,7 +16,7 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use super::{Init as WorkerInit, Report, Settings, State};
+use super::{Init as WorkerInit, Report, State};
 use crate::app::ServiceFactory;
 use crate::config::Config;
 use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
@@ -140,7 +140,7 @@ where
             &[],
         );
     });
-    let settings = Settings::from_config(&config);
+    let settings = config.conn;
     for update in &init.acme {
         crate::sites::published::global()
             .apply(update)
