@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Phase, PhaseCell, WorkerStats};
+use super::{Phase, PhaseCell, Protocol, WorkerStats};
 use crate::http::response::write_head;
 use crate::http::{on_error, Body, Persistence, Refusal, Response, Status};
 
@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 18] = [
+    let series: [Series; 17] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -155,12 +155,6 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "gauge",
             "Connections open now.",
             |s| WorkerStats::get(&s.connections_open),
-        ),
-        (
-            "servery_requests_total",
-            "counter",
-            "Requests parsed.",
-            |s| WorkerStats::get(&s.requests),
         ),
         (
             "servery_tls_handshakes_total",
@@ -272,25 +266,57 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             let _ = writeln!(out, "{name} {sum}");
         }
     }
-    let name = "servery_responses_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Responses by status class.\n# TYPE {name} counter"
-    );
-    for class in 1..=5 {
-        let mut sum = 0;
-        for (i, s) in stats.iter().enumerate() {
-            let v = WorkerStats::get(&s.responses[class]);
-            sum += v;
-            let _ = writeln!(out, "{name}{{worker=\"{i}\",class=\"{class}xx\"}} {v}");
-        }
-        let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
-    }
+    render_by_protocol(&mut out, stats);
     render_compress(&mut out, stats);
     render_peer(&mut out, stats);
     render_acme(&mut out);
     render_restarts(&mut out);
     out
+}
+
+/// Requests and responses per worker and protocol (`protocol="http1"`,
+/// `"http2"`), responses by status class too, then the server's totals:
+/// every request, and responses by class.
+fn render_by_protocol(out: &mut String, stats: &[Arc<WorkerStats>]) {
+    use std::fmt::Write as _;
+    let name = "servery_requests_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Requests parsed, by protocol.\n# TYPE {name} counter"
+    );
+    let mut sum = 0;
+    for (i, s) in stats.iter().enumerate() {
+        for p in Protocol::ALL {
+            let v = WorkerStats::get(&s.requests[p as usize]);
+            sum += v;
+            let _ = writeln!(
+                out,
+                "{name}{{worker=\"{i}\",protocol=\"{}\"}} {v}",
+                p.label()
+            );
+        }
+    }
+    let _ = writeln!(out, "{name} {sum}");
+    let name = "servery_responses_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Responses by protocol and status class.\n# TYPE {name} counter"
+    );
+    for class in 1..=5 {
+        let mut sum = 0;
+        for (i, s) in stats.iter().enumerate() {
+            for p in Protocol::ALL {
+                let v = WorkerStats::get(&s.responses[p as usize][class]);
+                sum += v;
+                let _ = writeln!(
+                    out,
+                    "{name}{{worker=\"{i}\",protocol=\"{}\",class=\"{class}xx\"}} {v}",
+                    p.label()
+                );
+            }
+        }
+        let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
+    }
 }
 
 /// Peer misbehaviour as a server total: this process's count (its worker
@@ -442,12 +468,21 @@ mod tests {
             Arc::new(WorkerStats::default()),
             Arc::new(WorkerStats::default()),
         ];
-        WorkerStats::add(&stats[1].requests, 7);
+        WorkerStats::add(&stats[1].requests[Protocol::Http1 as usize], 7);
+        stats[1].request(Protocol::Http2);
+        stats[0].response(Protocol::Http2, 404);
         let text = render_metrics(&stats);
-        assert!(text.contains("servery_requests_total{worker=\"0\"} 0\n"));
-        assert!(text.contains("servery_requests_total{worker=\"1\"} 7\n"));
-        assert!(text.contains("servery_responses_total{worker=\"1\",class=\"2xx\"} 0\n"));
-        assert!(text.contains("servery_requests_total 7\n"));
+        for line in [
+            "servery_requests_total{worker=\"0\",protocol=\"http1\"} 0\n",
+            "servery_requests_total{worker=\"1\",protocol=\"http1\"} 7\n",
+            "servery_requests_total{worker=\"1\",protocol=\"http2\"} 1\n",
+            "servery_requests_total 8\n",
+            "servery_responses_total{worker=\"1\",protocol=\"http1\",class=\"2xx\"} 0\n",
+            "servery_responses_total{worker=\"0\",protocol=\"http2\",class=\"4xx\"} 1\n",
+            "servery_responses_total{class=\"4xx\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
     }
 
     #[test]

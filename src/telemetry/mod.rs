@@ -23,15 +23,40 @@ use tracing_subscriber::filter::Targets;
 /// a reload adds workers.
 pub type StatsTable = std::sync::Arc<std::sync::RwLock<Vec<std::sync::Arc<WorkerStats>>>>;
 
+/// The protocol a request came over, as the request and response counters
+/// label it (`protocol="http1"`): HTTP/1.0 and HTTP/1.1 together, and HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1 = 0,
+    Http2 = 1,
+}
+
+impl Protocol {
+    /// Every protocol, in the order of the counters' arrays.
+    pub const ALL: [Protocol; PROTOCOLS] = [Protocol::Http1, Protocol::Http2];
+
+    /// The `protocol` label's value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+        }
+    }
+}
+
+/// How many protocols the counters tell apart.
+pub const PROTOCOLS: usize = 2;
+
 /// Counters of one worker.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct WorkerStats {
     pub connections_accepted: AtomicU64,
     pub connections_open: AtomicU64,
-    pub requests: AtomicU64,
-    /// Responses by status class: index 1..=5 for 1xx..5xx.
-    pub responses: [AtomicU64; 6],
+    /// Requests parsed, by [`Protocol`].
+    pub requests: [AtomicU64; PROTOCOLS],
+    /// Responses by [`Protocol`] and status class: index 1..=5 for 1xx..5xx.
+    pub responses: [[AtomicU64; 6]; PROTOCOLS],
     /// TLS handshakes completed, and how many of them resumed a session.
     pub tls_handshakes: AtomicU64,
     pub tls_resumed: AtomicU64,
@@ -231,6 +256,17 @@ impl WorkerStats {
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+
+    /// A request parsed (or refused) over `protocol`.
+    pub fn request(&self, protocol: Protocol) {
+        WorkerStats::add(&self.requests[protocol as usize], 1);
+    }
+
+    /// A response with `status` begun over `protocol`.
+    pub fn response(&self, protocol: Protocol, status: u16) {
+        let class = usize::from(status / 100).min(5);
+        WorkerStats::add(&self.responses[protocol as usize][class], 1);
+    }
 }
 
 /// A point-in-time copy of a worker's counters, carried in beat replies.
@@ -238,8 +274,17 @@ impl WorkerStats {
 pub struct Snapshot {
     pub connections_accepted: u64,
     pub connections_open: u64,
+    /// Requests, every protocol's.
     pub requests: u64,
+    /// Of them, over HTTP/2 (absent in beats from a binary that did not
+    /// tell protocols apart: all HTTP/1 then).
+    #[serde(default)]
+    pub h2_requests: u64,
+    /// Responses by status class, every protocol's.
     pub responses: [u64; 6],
+    /// Of them, over HTTP/2.
+    #[serde(default)]
+    pub h2_responses: [u64; 6],
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
     pub tls_plaintext: u64,
@@ -273,14 +318,20 @@ impl Snapshot {
     /// Read `stats`, the calling thread's CPU time and the process's RSS.
     pub fn take(stats: &WorkerStats) -> Snapshot {
         let mut responses = [0u64; 6];
-        for (i, r) in stats.responses.iter().enumerate() {
-            responses[i] = WorkerStats::get(r);
+        for by_class in &stats.responses {
+            for (i, r) in by_class.iter().enumerate() {
+                responses[i] += WorkerStats::get(r);
+            }
         }
+        let h2 = Protocol::Http2 as usize;
+        let h2_responses = stats.responses[h2].each_ref().map(WorkerStats::get);
         Snapshot {
             connections_accepted: WorkerStats::get(&stats.connections_accepted),
             connections_open: WorkerStats::get(&stats.connections_open),
-            requests: WorkerStats::get(&stats.requests),
+            requests: stats.requests.iter().map(WorkerStats::get).sum(),
+            h2_requests: WorkerStats::get(&stats.requests[h2]),
             responses,
+            h2_responses,
             tls_handshakes: WorkerStats::get(&stats.tls_handshakes),
             tls_resumed: WorkerStats::get(&stats.tls_resumed),
             tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
@@ -306,8 +357,10 @@ impl Snapshot {
         self.connections_accepted += other.connections_accepted;
         self.connections_open += other.connections_open;
         self.requests += other.requests;
+        self.h2_requests += other.h2_requests;
         for i in 0..6 {
             self.responses[i] += other.responses[i];
+            self.h2_responses[i] += other.h2_responses[i];
         }
         self.tls_handshakes += other.tls_handshakes;
         self.tls_resumed += other.tls_resumed;
@@ -335,9 +388,14 @@ impl Snapshot {
             .connections_accepted
             .store(self.connections_accepted, Relaxed);
         stats.connections_open.store(self.connections_open, Relaxed);
-        stats.requests.store(self.requests, Relaxed);
+        let (h1, h2) = (Protocol::Http1 as usize, Protocol::Http2 as usize);
+        let h2_requests = self.h2_requests.min(self.requests);
+        stats.requests[h1].store(self.requests - h2_requests, Relaxed);
+        stats.requests[h2].store(h2_requests, Relaxed);
         for i in 0..6 {
-            stats.responses[i].store(self.responses[i], Relaxed);
+            let h2_responses = self.h2_responses[i].min(self.responses[i]);
+            stats.responses[h1][i].store(self.responses[i] - h2_responses, Relaxed);
+            stats.responses[h2][i].store(h2_responses, Relaxed);
         }
         stats.tls_handshakes.store(self.tls_handshakes, Relaxed);
         stats.tls_resumed.store(self.tls_resumed, Relaxed);

@@ -486,10 +486,33 @@ pub fn slow_download(addr: SocketAddr, extra: &str) -> (TcpStream, usize) {
     (s, head_len)
 }
 
-/// The value of one series (`name` or `name{labels}`, exactly as written) in
-/// a Prometheus text exposition; `None` when the series is absent.
+/// The value of a series in a Prometheus text exposition; `None` when no
+/// line matches. `name` alone is the unlabelled series (a server total);
+/// `name{a="x",b="y"}` is the sum of every series of `name` whose labels
+/// include those (so `servery_requests_total{worker="0"}` adds up the
+/// worker's series of each protocol).
 pub fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
+    let Some((name, labels)) = series.split_once('{') else {
+        return text
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok());
+    };
+    let wanted: Vec<&str> = labels.trim_end_matches('}').split(',').collect();
+    let mut found = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name).and_then(|r| r.strip_prefix('{')) else {
+            continue;
+        };
+        let Some((have, value)) = rest.split_once("} ") else {
+            continue;
+        };
+        let have: Vec<&str> = have.split(',').collect();
+        if wanted.iter().all(|w| have.contains(w)) {
+            if let Ok(v) = value.trim().parse::<f64>() {
+                *found.get_or_insert(0.0) += v;
+            }
+        }
+    }
+    found
 }

@@ -543,7 +543,40 @@ fn concurrent_streams_answer_like_one_at_a_time(driver: &str) {
     }
 }
 
+/// Requests and responses are counted by protocol: a GET over HTTP/1.1
+/// and two over h2c (a 200 and a 404) add to the series of their own
+/// protocol, and the totals to both.
+fn requests_and_responses_are_counted_by_protocol(driver: &str) {
+    let site = Site::new();
+    let server = TestServer::builder()
+        .root(&site.root)
+        .driver(driver)
+        .admin()
+        .start();
+    let series = [
+        r#"servery_requests_total{protocol="http1"}"#,
+        r#"servery_requests_total{protocol="http2"}"#,
+        r#"servery_responses_total{protocol="http1",class="2xx"}"#,
+        r#"servery_responses_total{protocol="http2",class="2xx"}"#,
+        r#"servery_responses_total{protocol="http2",class="4xx"}"#,
+        "servery_requests_total",
+    ];
+    let read = || {
+        let text = server.metrics();
+        series.map(|s| crate::common::metric(&text, s).unwrap_or_else(|| panic!("{s} in\n{text}")))
+    };
+    let before = read();
+    assert_eq!(server.get("/small.txt").status, 200);
+    let mut h2 = Client::connect(server.addr());
+    assert_eq!(h2.send(&Exchange::get("/small.txt")).status, 200);
+    assert_eq!(h2.send(&Exchange::get("/nope")).status, 404);
+    let after = read();
+    let added: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(added, [1.0, 2.0, 1.0, 1.0, 1.0, 3.0], "{series:?}");
+}
+
 driver_tests! {
+    requests_and_responses_are_counted_by_protocol,
     files_answer_the_same,
     head_answers_with_no_data,
     conditionals_answer_the_same,

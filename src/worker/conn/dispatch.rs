@@ -30,7 +30,7 @@ use crate::app::{Request, Response, Service};
 use crate::http::error::{on_error, Refusal};
 use crate::http::rules;
 use crate::http::Head;
-use crate::telemetry::WorkerStats;
+use crate::telemetry::{Protocol, WorkerStats};
 
 /// A request's answer.
 pub(crate) struct Answer {
@@ -48,6 +48,7 @@ pub(crate) fn respond_to_head<S: Service>(
     ctx: &Ctx<S>,
     head: &Head<'_>,
     conn: &crate::app::Connection,
+    protocol: Protocol,
 ) -> Option<Answer> {
     let handled = catch_unwind(AssertUnwindSafe(|| {
         inject_panic(ctx, head.target);
@@ -56,14 +57,14 @@ pub(crate) fn respond_to_head<S: Service>(
     match handled {
         Ok(None) => None,
         Ok(Some(response)) => {
-            WorkerStats::add(&ctx.stats.requests, 1);
+            ctx.stats.request(protocol);
             Some(Answer {
                 response,
                 close: false,
             })
         }
         Err(_) => {
-            WorkerStats::add(&ctx.stats.requests, 1);
+            ctx.stats.request(protocol);
             Some(panicked(ctx, head.target))
         }
     }
@@ -77,8 +78,9 @@ pub(crate) fn respond_to_head<S: Service>(
 pub(crate) fn start<S: Service>(
     ctx: &Ctx<S>,
     req: Request,
+    protocol: Protocol,
 ) -> Option<impl Future<Output = Response<S::Body>> + '_> {
-    WorkerStats::add(&ctx.stats.requests, 1);
+    ctx.stats.request(protocol);
     // The path the `[[headers]]` rules match, kept only when there are any.
     let ruled = (!ctx.header_rules.is_empty()).then(|| req.uri().path().to_owned());
     let called = catch_unwind(AssertUnwindSafe(|| {

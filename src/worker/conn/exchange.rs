@@ -50,7 +50,7 @@ use crate::http::body::Framing;
 use crate::http::error::Refusal;
 use crate::http::response::{write_service_head, Delimit};
 use crate::http::{self, Persistence, Version};
-use crate::telemetry::WorkerStats;
+use crate::telemetry::{Protocol, WorkerStats};
 
 /// Facts of the request head kept past the parse.
 struct Facts {
@@ -97,7 +97,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
         let timeouts = (settings.body_timeout, settings.send_timeout);
         // For the log of a panic while it runs (a `Uri` clone shares its bytes).
         let uri = request.uri().clone();
-        let mut call = pin!(dispatch::start(ctx, request));
+        let mut call = pin!(dispatch::start(ctx, request, Protocol::Http1));
         let answered = match call.as_mut().as_pin_mut() {
             None => Err(()),
             // Most services answer at once: no race is armed for them.
@@ -361,10 +361,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 Delimit::Neither
             }
         };
-        WorkerStats::add(
-            &ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)],
-            1,
-        );
+        ctx.stats.response(Protocol::Http1, status.as_u16());
         {
             let mut date = ctx.date.borrow_mut();
             let mut heads = ctx.heads.borrow_mut();

@@ -55,7 +55,7 @@ use crate::http::body::{Decoder, Framing};
 use crate::http::date::DateCache;
 use crate::http::error::{on_error, Refusal};
 use crate::http::{self, Head, Method, ParseError, Persistence, Response, Version};
-use crate::telemetry::WorkerStats;
+use crate::telemetry::Protocol;
 
 /// How long an idle keep-alive connection on io_uring keeps a read (and its
 /// buffer) in flight before giving the buffer back and waiting for
@@ -355,9 +355,12 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                                 Decoder::default(),
                             ),
                             Ok((body, skipped)) => {
-                                let Some(answer) =
-                                    dispatch::respond_to_head(ctx, &head, &self.facts)
-                                else {
+                                let Some(answer) = dispatch::respond_to_head(
+                                    ctx,
+                                    &head,
+                                    &self.facts,
+                                    Protocol::Http1,
+                                ) else {
                                     return Taken::Call;
                                 };
                                 let persistence = if answer.close {
@@ -636,7 +639,7 @@ pub(super) fn push<H>(
     persistence: Persistence,
     include_body: bool,
 ) -> u64 {
-    WorkerStats::add(&ctx.stats.responses[resp.status.class().min(5)], 1);
+    ctx.stats.response(Protocol::Http1, resp.status.code());
     let mut date: RefMut<'_, DateCache> = ctx.date.borrow_mut();
     let mut heads = ctx.heads.borrow_mut();
     output.push(&mut heads, resp, date.now(), persistence, include_body)

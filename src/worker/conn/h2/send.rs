@@ -39,7 +39,7 @@ use crate::app::{Body, BodyError};
 use crate::http::error::Refusal;
 use crate::http::{ParseError, Part};
 use crate::sys::iovec::read_at_into;
-use crate::telemetry::WorkerStats;
+use crate::telemetry::Protocol;
 
 /// What `h2` may buffer per stream beyond what the window lets out (the
 /// outbox bounds all streams of a connection together).
@@ -350,10 +350,7 @@ pub(super) async fn send<H>(
     if let Ok(date) = HeaderValue::from_bytes(ctx.date.borrow_mut().now()) {
         parts.headers.insert(header::DATE, date);
     }
-    WorkerStats::add(
-        &ctx.stats.responses[usize::from(status.as_u16() / 100).min(5)],
-        1,
-    );
+    ctx.stats.response(Protocol::Http2, status.as_u16());
     let bodiless = head_only || no_content || len == Some(0);
     if let Some(t) = tally {
         t.status.set(status.as_u16());

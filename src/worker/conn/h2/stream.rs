@@ -45,7 +45,7 @@ use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service
 use crate::config::http2::RESET_WINDOW;
 use crate::http::error::{on_error, Refusal};
 use crate::http::ParseError;
-use crate::telemetry::WorkerStats;
+use crate::telemetry::{Protocol, WorkerStats};
 
 /// What the streams of one connection tell it, and share.
 pub(super) struct Shared {
@@ -140,13 +140,18 @@ pub(super) fn answer<'a, H: Service>(
         refused,
     };
     if let Some(refusal) = refused {
-        WorkerStats::add(&ctx.stats.requests, 1);
+        ctx.stats.request(Protocol::Http2);
         drop(recv);
         let r = reply_with(on_error(&refusal), false, None, true, logged);
         return Either::Left(reply(ctx, shared, respond, r));
     }
     if H::BORROWS_HEADS {
-        let answer = dispatch::respond_to_head(ctx, &crate::app::head::borrow(&parts), &facts);
+        let answer = dispatch::respond_to_head(
+            ctx,
+            &crate::app::head::borrow(&parts),
+            &facts,
+            Protocol::Http2,
+        );
         if let Some(answer) = answer {
             let recv = (!recv.is_end_stream()).then_some(recv);
             let r = reply_with(answer.response, answer.close, recv, false, logged);
@@ -303,7 +308,7 @@ async fn call<H: Service>(
     let mut fed = false;
 
     let request = Request::new(parts, body, facts);
-    let Some(call) = dispatch::start(ctx, request) else {
+    let Some(call) = dispatch::start(ctx, request, Protocol::Http2) else {
         // `start` has counted and logged the panic.
         shared.end_gracefully();
         let refusal = Refusal::HandlerPanicked;
