@@ -279,7 +279,7 @@ pub(crate) fn static_fields(fields: &crate::http::Fields) -> http::HeaderMap {
         }
         crate::http::Fields::Prebuilt(block) => {
             // Past the status line, `Name: value` lines.
-            for line in block.split(|&b| b == b'\n').skip(1) {
+            for line in block.block().split(|&b| b == b'\n').skip(1) {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if let Some(colon) = line.iter().position(|&b| b == b':') {
                     let value = line[colon + 1..].trim_ascii_start();

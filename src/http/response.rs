@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes};
 
@@ -146,9 +147,39 @@ impl Body {
 pub enum Fields {
     /// Header fields to format; `Server` and `Content-Length` are added.
     List(Vec<(Cow<'static, str>, Cow<'static, str>)>),
-    /// A prebuilt block from [`prebuild_head`]: status line and every field
-    /// except `Date` and `Connection`, without the final blank line.
-    Prebuilt(Bytes),
+    /// A prebuilt head from [`prebuild_head`].
+    Prebuilt(HeadBlock),
+}
+
+/// A response head built once and answered with many times (a cached small
+/// file, a compressed variant): the HTTP/1.1 block (status line and every
+/// field except `Date` and `Connection`, without the final blank line),
+/// written as it is, and the same head as a header map, which HTTP/2 (and
+/// HTTP/3) answer with, made by the first request over such a protocol and
+/// kept here, with the block, for as long as the cache keeps the entry.
+///
+/// Cheap to clone (one reference count); `Send` and `Sync`, as the
+/// compression cache is shared by the workers of a process.
+#[derive(Debug, Clone)]
+pub struct HeadBlock(Arc<Built>);
+
+#[derive(Debug)]
+struct Built {
+    block: Bytes,
+    map: OnceLock<http::HeaderMap>,
+}
+
+impl HeadBlock {
+    /// The HTTP/1.1 block.
+    pub fn block(&self) -> &Bytes {
+        &self.0.block
+    }
+
+    /// The head as a header map: made by `make` from the block the first
+    /// time, the same map after.
+    pub fn map(&self, make: impl FnOnce(&Bytes) -> http::HeaderMap) -> &http::HeaderMap {
+        self.0.map.get_or_init(|| make(&self.0.block))
+    }
 }
 
 /// A complete response as a handler returns it.
@@ -207,10 +238,13 @@ pub fn prebuild_head(
     status: Status,
     fields: &[(Cow<'static, str>, Cow<'static, str>)],
     content_length: u64,
-) -> Bytes {
+) -> HeadBlock {
     let mut out = Vec::with_capacity(256);
     write_fields(&mut out, status, fields, content_length);
-    Bytes::from(out)
+    HeadBlock(Arc::new(Built {
+        block: Bytes::from(out),
+        map: OnceLock::new(),
+    }))
 }
 
 fn write_fields(
@@ -308,7 +342,7 @@ pub fn write_service_head(
 pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persistence: Persistence) {
     match &resp.fields {
         Fields::List(fields) => write_fields(out, resp.status, fields, resp.body.len()),
-        Fields::Prebuilt(block) => out.put_slice(block),
+        Fields::Prebuilt(head) => out.put_slice(head.block()),
     }
     write_tail(out, date, persistence);
 }
@@ -413,7 +447,7 @@ mod tests {
         };
         let mut out = Vec::new();
         write_head(&mut out, &r, DATE, Persistence::KeepAlive);
-        assert!(out.starts_with(&block));
+        assert!(out.starts_with(block.block()));
         assert!(out.ends_with(b"Connection: keep-alive\r\n\r\n"));
     }
 }

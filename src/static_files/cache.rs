@@ -23,7 +23,7 @@ use bytes::Bytes;
 
 use super::encoding::{Available, Coding};
 use super::{autoindex, conditional, content_type, Error, FieldList, Files};
-use crate::http::response::prebuild_head;
+use crate::http::response::{prebuild_head, HeadBlock};
 use crate::http::{Head, Response, Status};
 use crate::sys::openat2::{open_beneath, Target};
 
@@ -54,7 +54,7 @@ pub(super) struct Rep {
     pub(super) identity: Identity,
     pub(super) etag: String,
     /// Whole-file 200 response prebuilt (head block, body) when small.
-    pub(super) small: Option<(Bytes, Bytes)>,
+    pub(super) small: Option<(HeadBlock, Bytes)>,
 }
 
 /// An open-file cache entry: a file and its variants, with validators.
@@ -81,7 +81,7 @@ pub(super) struct OnTheFly {
     pub(super) etags: [String; 3],
     /// Each variant's prebuilt 200 head and the body length it was made
     /// for, by `Coding::index`; made at the first hit on this worker.
-    pub(super) heads: RefCell<[Option<(u64, Bytes)>; 3]>,
+    pub(super) heads: RefCell<[Option<(u64, HeadBlock)>; 3]>,
 }
 
 impl Entry {
@@ -92,11 +92,15 @@ impl Entry {
             .unwrap_or(&self.reps[0])
     }
 
+    /// The memory the entry's small representations count against
+    /// `--memory-cache-bytes`: each body, and its head twice (the block, and
+    /// the header map HTTP/2 makes of it on its first request there, which
+    /// holds the same fields).
     pub(super) fn memory(&self) -> usize {
         self.reps
             .iter()
             .filter_map(|r| r.small.as_ref())
-            .map(|(h, b)| h.len() + b.len())
+            .map(|(h, b)| 2 * h.block().len() + b.len())
             .sum()
     }
 }

@@ -132,7 +132,7 @@ struct Chosen<'e> {
     len: u64,
     body: Source<'e>,
     /// The whole 200 response's head, prebuilt (small files, variants).
-    prebuilt: Option<Bytes>,
+    prebuilt: Option<crate::http::response::HeadBlock>,
 }
 
 /// Where a representation's bytes are.

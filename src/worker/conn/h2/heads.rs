@@ -1,21 +1,12 @@
-//! The static files' response heads as HTTP/2 header maps, kept per worker.
+//! The static files' response heads as HTTP/2 header maps.
 //!
-//! A cached file answers with a prebuilt HTTP/1.1 head block
-//! (`http::Fields::Prebuilt`), the same `Bytes` for every hit. HTTP/2 needs
-//! it as a `HeaderMap`; reading the block back into one costs ~3,500
-//! instructions a request (callgrind, a 1 KiB file), against a few hundred
-//! for cloning a map made once. So each worker thread keeps the maps of the
-//! blocks it has answered with, keyed by the block itself: the entry holds
-//! the block's `Bytes`, so its address cannot be reused for another while
-//! the entry lives, and the key compares address and length only.
-//!
-//! Bounded: past [`MAX_HEADS`] entries the whole map is dropped and refilled
-//! as requests come (a file cache's churn costs a parse a request, never
-//! memory).
-
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+//! A cached file answers with a prebuilt head (`http::HeadBlock`), the same
+//! one for every hit. HTTP/2 needs it as a `HeaderMap`; reading the block
+//! back into one costs ~3,500 instructions a request (callgrind, a 1 KiB
+//! file), against a few hundred for cloning a map made once. So the map is
+//! made by the first HTTP/2 request and kept in the head itself, beside the
+//! HTTP/1.1 block, for as long as the file cache keeps the entry: no table
+//! of its own, and no bound of its own beyond the cache's.
 
 use bytes::Bytes;
 
@@ -23,48 +14,13 @@ use crate::app::response::{static_fields, with_fields};
 use crate::app::Body;
 use crate::http::Fields;
 
-/// Most heads a worker keeps (a few hundred bytes each).
-const MAX_HEADS: usize = 1024;
-
-/// A prebuilt block, by identity.
-struct Block(Bytes);
-
-impl PartialEq for Block {
-    fn eq(&self, other: &Block) -> bool {
-        self.0.as_ptr() == other.0.as_ptr() && self.0.len() == other.0.len()
-    }
-}
-
-impl Eq for Block {}
-
-impl Hash for Block {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (self.0.as_ptr() as usize).hash(state);
-        self.0.len().hash(state);
-    }
-}
-
-thread_local! {
-    static HEADS: RefCell<HashMap<Block, http::HeaderMap>> = RefCell::new(HashMap::new());
-}
-
-/// A static-files response as the `http` crate's, its head from the
-/// worker's map when it is a prebuilt block seen before.
+/// A static-files response as the `http` crate's; a prebuilt head's map is
+/// made once and cloned after.
 pub(super) fn response(resp: crate::http::Response) -> http::Response<Body> {
     let headers = match &resp.fields {
-        Fields::Prebuilt(block) => HEADS.with(|heads| {
-            let mut heads = heads.borrow_mut();
-            let key = Block(block.clone());
-            if let Some(h) = heads.get(&key) {
-                return h.clone();
-            }
-            if heads.len() >= MAX_HEADS {
-                heads.clear();
-            }
-            let h = with_connection_fields(static_fields(&resp.fields), block);
-            heads.insert(key, h.clone());
-            h
-        }),
+        Fields::Prebuilt(head) => head
+            .map(|block| with_connection_fields(static_fields(&resp.fields), block))
+            .clone(),
         Fields::List(_) => static_fields(&resp.fields),
     };
     with_fields(resp, headers)
@@ -97,19 +53,19 @@ fn with_connection_fields(mut headers: http::HeaderMap, block: &Bytes) -> http::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::response::prebuild_head;
+    use crate::http::response::{prebuild_head, HeadBlock};
     use crate::http::{Response, Status};
 
-    fn prebuilt(block: &Bytes) -> Response {
+    fn prebuilt(head: &HeadBlock) -> Response {
         Response {
             status: Status::OK,
-            fields: Fields::Prebuilt(block.clone()),
+            fields: Fields::Prebuilt(head.clone()),
             body: crate::http::Body::Empty,
         }
     }
 
     #[test]
-    fn a_block_seen_again_gives_the_same_head_and_a_new_block_its_own() {
+    fn a_head_answers_with_its_own_map_made_once() {
         let a = prebuild_head(
             Status::OK,
             &[("Content-Type".into(), "text/plain".into())],
@@ -132,25 +88,8 @@ mod tests {
         assert_eq!(first.headers()["content-length"], "3");
         assert_eq!(first.headers()["server"], "servery");
         assert!(first.headers().contains_key("date"));
-        // The same bytes in another allocation are another block.
-        let copy = Bytes::copy_from_slice(&a);
-        assert_eq!(
-            response(prebuilt(&copy)).headers()["content-type"],
-            "text/plain"
-        );
-    }
-
-    #[test]
-    fn the_map_is_bounded() {
-        let blocks: Vec<Bytes> = (0..MAX_HEADS + 10)
-            .map(|i| prebuild_head(Status::OK, &[("X-N".into(), i.to_string().into())], 0))
-            .collect();
-        for (i, b) in blocks.iter().enumerate() {
-            assert_eq!(
-                response(prebuilt(b)).headers()["x-n"],
-                i.to_string().as_str()
-            );
-        }
-        HEADS.with(|h| assert!(h.borrow().len() <= MAX_HEADS));
+        // Made once: the head keeps the first map.
+        let kept = a.map(|_| unreachable!("the map is made already"));
+        assert_eq!(kept, first.headers());
     }
 }
