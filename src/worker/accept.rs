@@ -15,7 +15,8 @@ use std::time::Duration;
 use crate::app::Service;
 use crate::telemetry::WorkerStats;
 
-use super::{conn, Ctx, Driver};
+use super::conn::{self, Ctx};
+use super::Driver;
 
 pub(super) async fn accept_loop<H: Service>(
     listener: monoio::net::TcpListener,

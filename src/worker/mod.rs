@@ -42,6 +42,7 @@ use crate::app::ServiceFactory;
 use crate::config::DriverChoice;
 use crate::http::date::DateCache;
 use crate::telemetry::WorkerStats;
+use conn::Ctx;
 use registry::Registry;
 
 pub use crate::control::{Control, Driver, Report, State};
@@ -212,39 +213,6 @@ fn on_epoll<F: ServiceFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize,
         .build()
         .map_err(|e| format!("cannot build the epoll runtime: {e}"))?;
     rt.block_on(lifecycle(init, life, Driver::Epoll))
-}
-
-/// What connections of one worker share.
-pub(crate) struct Ctx<H> {
-    pub service: H,
-    /// This worker's index (0-based).
-    pub index: usize,
-    pub settings: Settings,
-    pub stats: Arc<WorkerStats>,
-    pub date: RefCell<DateCache>,
-    pub registry: Rc<Registry>,
-    pub draining: Cell<bool>,
-    /// The driver this worker runs on.
-    pub driver: Driver,
-    /// Read buffers for this worker's connections.
-    pub pool: conn::Pool,
-    /// The head arena: response heads of all this worker's connections are
-    /// formatted here and split off (see `conn::output`).
-    pub heads: RefCell<bytes::BytesMut>,
-    /// Test-only: a request for this target makes the handler call panic
-    /// (`SERVERY_TEST_FAULT=panic-on=PATH`).
-    pub panic_on: Option<Box<str>>,
-    /// This worker's side of the access log, when there is one.
-    pub log: Option<crate::access_log::Log>,
-    /// Connections accepted so far: the next one's number (`$connection`).
-    pub connections: Cell<u64>,
-    /// How names find sites (the SNI's site of a TLS connection).
-    pub sites: Arc<crate::sites::router::Router>,
-    /// The `[[headers]]` rules set on an app's responses.
-    pub header_rules: Arc<[crate::http::rules::HeaderRule]>,
-    /// Response bytes all connections hold prepared and unsent
-    /// (`--worker-output-bytes`).
-    pub output: Rc<conn::WorkerBudget>,
 }
 
 /// Runs inside the runtime: Prepared → (COMMIT) → Running → Draining.

@@ -25,7 +25,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::super::Ctx;
+use super::Ctx;
 use crate::app::{Request, Response, Service};
 use crate::http::error::{on_error, Refusal};
 use crate::http::rules;

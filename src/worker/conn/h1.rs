@@ -42,7 +42,7 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, Canceller};
 
 use super::super::registry::{Registration, DRAIN_LINGER};
-use super::super::{Ctx, Driver};
+use super::super::Driver;
 use super::dispatch;
 use super::input::Input;
 use super::linger::{linger, Linger};
@@ -50,6 +50,7 @@ use super::logged::Pending;
 use super::output::Output;
 use super::reads::{read_grace_ready, read_grace_uring, read_timed, settle, Read};
 use super::transport::Transport;
+use super::Ctx;
 use crate::app::{Connection, Service};
 use crate::http::body::{Decoder, Framing};
 use crate::http::date::DateCache;

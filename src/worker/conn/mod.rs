@@ -11,6 +11,9 @@
 //! handshake's ALPN, [`serve`] by the first bytes (the HTTP/1.1 loop hands
 //! a connection that opens with HTTP/2's preface back, with what it read).
 //!
+//! What a worker's connections share is [`Ctx`] (`ctx`), built by the
+//! worker when its runtime starts.
+//!
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
 //! 1. `transport`: the stream a connection runs over; TLS handshakes.
 //! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
@@ -38,6 +41,7 @@
 //! [`h1`'s `Conn`]: h1
 
 mod budget;
+mod ctx;
 mod dispatch;
 mod exchange;
 mod h1;
@@ -52,6 +56,7 @@ mod reads;
 mod transport;
 
 pub(crate) use budget::WorkerBudget;
+pub(crate) use ctx::Ctx;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -59,7 +64,6 @@ use std::sync::Arc;
 use monoio::net::TcpStream;
 
 use super::registry::Registration;
-use super::Ctx;
 use crate::app::{Connection, Service};
 use crate::telemetry::WorkerStats;
 use transport::Transport;

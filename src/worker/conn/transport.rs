@@ -15,7 +15,7 @@ use monoio::net::tcp::stream_poll::TcpStreamPoll;
 use monoio::net::TcpStream;
 
 use super::super::registry::Registration;
-use super::super::Ctx;
+use super::Ctx;
 use crate::telemetry::WorkerStats;
 
 /// What a connection runs over: plain TCP, or TLS on TCP.

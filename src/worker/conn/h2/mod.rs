@@ -48,8 +48,8 @@ use h2::Reason;
 use monoio::io::poll_io::{AsyncRead, AsyncWrite};
 
 use super::super::registry::Registration;
-use super::super::Ctx;
 use super::budget::ConnBudget;
+use super::Ctx;
 use crate::app::{Connection, Service};
 use crate::telemetry::WorkerStats;
 

@@ -31,8 +31,8 @@ use h2::server::SendResponse;
 use h2::{Reason, SendStream};
 use http::header::{self, HeaderValue};
 
-use super::super::super::Ctx;
 use super::super::budget::{Ticket, SLICE_BYTES};
+use super::super::Ctx;
 use super::outbox::Outbox;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};

@@ -33,9 +33,9 @@ use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
 use http::header;
 
-use super::super::super::Ctx;
 use super::super::dispatch::{self, poll_caught};
 use super::super::logged::{Captured, CLIENT_CLOSED};
+use super::super::Ctx;
 use super::heads;
 use super::outbox::Outbox;
 use super::send::{self, refusal_of, send, Gone, Tally};

@@ -1,0 +1,48 @@
+//! What the connections of one worker share ([`Ctx`]): the service, the
+//! settings, the counters, the date and head caches, the registry of open
+//! connections, the access log and the output budget.
+//!
+//! Owns the type; the worker builds one when its runtime starts
+//! (`worker::lifecycle`) and every connection task holds it by `Rc`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::super::registry::Registry;
+use super::super::{Driver, Settings};
+use crate::http::date::DateCache;
+use crate::telemetry::WorkerStats;
+
+/// What connections of one worker share.
+pub(crate) struct Ctx<H> {
+    pub service: H,
+    /// This worker's index (0-based).
+    pub index: usize,
+    pub settings: Settings,
+    pub stats: Arc<WorkerStats>,
+    pub date: RefCell<DateCache>,
+    pub registry: Rc<Registry>,
+    pub draining: Cell<bool>,
+    /// The driver this worker runs on.
+    pub driver: Driver,
+    /// Read buffers for this worker's connections.
+    pub pool: super::Pool,
+    /// The head arena: response heads of all this worker's connections are
+    /// formatted here and split off (see `conn::output`).
+    pub heads: RefCell<bytes::BytesMut>,
+    /// Test-only: a request for this target makes the handler call panic
+    /// (`SERVERY_TEST_FAULT=panic-on=PATH`).
+    pub panic_on: Option<Box<str>>,
+    /// This worker's side of the access log, when there is one.
+    pub log: Option<crate::access_log::Log>,
+    /// Connections accepted so far: the next one's number (`$connection`).
+    pub connections: Cell<u64>,
+    /// How names find sites (the SNI's site of a TLS connection).
+    pub sites: Arc<crate::sites::router::Router>,
+    /// The `[[headers]]` rules set on an app's responses.
+    pub header_rules: Arc<[crate::http::rules::HeaderRule]>,
+    /// Response bytes all connections hold prepared and unsent
+    /// (`--worker-output-bytes`).
+    pub output: Rc<super::WorkerBudget>,
+}
