@@ -5,7 +5,9 @@
 //! they share (`token`), every refusal and the one place that answers it
 //! (`error`'s `on_error`), response serialisation (`response`), the
 //! `[[headers]]` rules every kind of response gets (`rules`) and the cached
-//! `Date` value (`date`). Does not own sockets, timeouts or the connection loop
+//! `Date` value (`date`), and what every protocol's response gets before it
+//! is encoded: its length, `Server`, the fields the connection owns
+//! (`finish`). Does not own sockets, timeouts or the connection loop
 //! (`worker::conn`) nor what a request means (`app::Service`).
 //!
 //! Flow for one request:
@@ -24,6 +26,7 @@ pub mod body;
 pub mod chunked;
 pub mod date;
 pub mod error;
+pub mod finish;
 pub mod host;
 pub mod parse;
 pub mod response;

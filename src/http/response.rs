@@ -14,6 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes};
 
+use super::finish::{connection_field, SERVER_FIELD};
+
 /// An HTTP status code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Status(u16);
@@ -230,8 +232,6 @@ pub enum Persistence {
     Close,
 }
 
-const SERVER_FIELD: &[u8] = b"Server: servery\r\n";
-
 /// Format a head block (status line, `Server`, the fields, `Content-Length`)
 /// once, for reuse by [`write_head`] on every hit.
 pub fn prebuild_head(
@@ -286,17 +286,6 @@ pub enum Delimit {
     Neither,
 }
 
-/// Fields a service may not set: the connection writes them itself
-/// (framing and persistence are its to decide, RFC 9112 §6 and §9).
-fn connection_owned(name: &http::HeaderName) -> bool {
-    use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-    name == CONTENT_LENGTH
-        || name == TRANSFER_ENCODING
-        || name == CONNECTION
-        || name == DATE
-        || name == "keep-alive"
-}
-
 /// Append the complete head of a service's response: status line, `Server`
 /// unless the service set its own, its fields (less those the connection
 /// owns), the framing `delimit` says, `Date`, `Connection`, blank line.
@@ -317,7 +306,7 @@ pub fn write_service_head(
         out.put_slice(SERVER_FIELD);
     }
     for (name, value) in fields {
-        if connection_owned(name) {
+        if connection_field(name) {
             continue;
         }
         out.put_slice(name.as_str().as_bytes());

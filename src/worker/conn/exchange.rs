@@ -48,6 +48,7 @@ use crate::app::response::Kind;
 use crate::app::{head, into_body, Body, BoxError, Request, RequestBody, Service};
 use crate::http::body::Framing;
 use crate::http::error::Refusal;
+use crate::http::finish::{declared_length, length, Length};
 use crate::http::response::{write_service_head, Delimit};
 use crate::http::{self, Persistence, Version};
 use crate::telemetry::{Protocol, WorkerStats};
@@ -315,7 +316,6 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             || status.is_informational()
             || status == ::http::StatusCode::NO_CONTENT
             || status == ::http::StatusCode::NOT_MODIFIED;
-        let no_content = status.is_informational() || status == ::http::StatusCode::NO_CONTENT;
         // A stream whose one frame is ready now leaves with its head.
         let body = match body.kind {
             Kind::Stream(s) if !bodiless => match first_frame(s) {
@@ -336,26 +336,13 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             },
             _ => body,
         };
-        // HEAD and 304 send no body: a `Content-Length` the service set
-        // itself describes the GET's (RFC 9110 §8.6, §9.3.2) and is kept.
-        let declared = parts
-            .headers
-            .get(::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|_| bodiless);
-        let delimit = match body.len() {
-            _ if no_content => Delimit::Neither,
-            _ if declared.is_some() => Delimit::Length(declared.unwrap_or(0)),
-            // RFC 9110 §8.6: a 304's (or a HEAD's) length can only be its
-            // 200's; an empty body says nothing of that (`Content-Length: 0`
-            // would claim it).
-            Some(0) if bodiless => Delimit::Neither,
-            Some(n) => Delimit::Length(n),
-            // No body follows: nothing to delimit (and no chunked to claim).
-            None if bodiless => Delimit::Neither,
-            None if facts.version == Version::Http11 => Delimit::Chunked,
-            None => {
+        // The length every protocol tells (`http::finish`), as HTTP/1.1 says it.
+        let declared = bodiless.then(|| declared_length(&parts.headers)).flatten();
+        let delimit = match length(status.as_u16(), facts.head_method, declared, body.len()) {
+            Length::None => Delimit::Neither,
+            Length::Known(n) => Delimit::Length(n),
+            Length::Unknown if facts.version == Version::Http11 => Delimit::Chunked,
+            Length::Unknown => {
                 // HTTP/1.0 has no chunked coding: the close ends the body.
                 *persist = Persistence::Close;
                 Delimit::Neither

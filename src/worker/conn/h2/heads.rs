@@ -35,7 +35,10 @@ fn with_connection_fields(mut headers: http::HeaderMap, block: &Bytes) -> http::
     use http::header::{HeaderValue, CONTENT_LENGTH, DATE, SERVER};
     headers.reserve(3);
     if !headers.contains_key(SERVER) {
-        headers.insert(SERVER, HeaderValue::from_static("servery"));
+        headers.insert(
+            SERVER,
+            HeaderValue::from_static(crate::http::finish::SERVER),
+        );
     }
     headers.insert(DATE, HeaderValue::from_static(""));
     let length = block.split(|&b| b == b'\n').find_map(|line| {

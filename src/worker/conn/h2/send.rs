@@ -37,6 +37,7 @@ use super::outbox::Outbox;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
 use crate::http::error::Refusal;
+use crate::http::finish::{self, Length};
 use crate::http::{ParseError, Part};
 use crate::sys::iovec::read_at_into;
 use crate::telemetry::Protocol;
@@ -312,40 +313,32 @@ pub(super) async fn send<H>(
     banked: Option<usize>,
 ) -> Result<(), Gone> {
     let (mut parts, body) = resp.into_parts();
-    parts.headers.retain_connection_safe();
+    finish::remove_connection_specific(&mut parts.headers);
     let status = parts.status;
     let no_content = status.is_informational()
         || status == http::StatusCode::NO_CONTENT
         || status == http::StatusCode::NOT_MODIFIED;
     let len = body.len();
-    // The HTTP/1.1 rules (`exchange`): HEAD and 304 send no body, and a
-    // length the service set itself describes the GET's (RFC 9110 §8.6) and
-    // is kept; else their length is the body's, unless that is empty (which
-    // says nothing of the GET's). 1xx and 204 have none.
-    let bodiless = head_only || status == http::StatusCode::NOT_MODIFIED;
-    let declared = parts.headers.contains_key(header::CONTENT_LENGTH);
-    let informational = status.is_informational() || status == http::StatusCode::NO_CONTENT;
-    if informational {
-        parts.headers.remove(header::CONTENT_LENGTH);
-    } else if !(bodiless && declared) {
-        match len {
-            Some(0) if bodiless => {
-                parts.headers.remove(header::CONTENT_LENGTH);
-            }
-            Some(n) => {
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-            }
-            None => {
-                parts.headers.remove(header::CONTENT_LENGTH);
-            }
+    // The length every protocol tells (`http::finish`), as HTTP/2 says it:
+    // `content-length` when known (a stream's end says the rest).
+    let declared = (head_only || status == http::StatusCode::NOT_MODIFIED)
+        .then(|| finish::declared_length(&parts.headers))
+        .flatten();
+    match finish::length(status.as_u16(), head_only, declared, len) {
+        Length::Known(n) if declared == Some(n) => {}
+        Length::Known(n) => {
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        Length::None | Length::Unknown => {
+            parts.headers.remove(header::CONTENT_LENGTH);
         }
     }
     if !parts.headers.contains_key(header::SERVER) {
         parts
             .headers
-            .insert(header::SERVER, HeaderValue::from_static("servery"));
+            .insert(header::SERVER, HeaderValue::from_static(finish::SERVER));
     }
     if let Ok(date) = HeaderValue::from_bytes(ctx.date.borrow_mut().now()) {
         parts.headers.insert(header::DATE, date);
@@ -538,30 +531,6 @@ async fn next_frames(stream: &mut Stream, held: &mut Option<Polled>) -> Polled {
         None => first.unwrap_or_default(),
     };
     Some(Ok(http_body::Frame::data(data)))
-}
-
-/// Header-map helpers for HTTP/2 responses.
-trait ConnectionSafe {
-    /// Drop the fields RFC 9113 §8.2.2 forbids in HTTP/2.
-    fn retain_connection_safe(&mut self);
-}
-
-impl ConnectionSafe for http::HeaderMap {
-    fn retain_connection_safe(&mut self) {
-        // RFC 9113 §8.2.2; TE only as "trailers", which a response has no
-        // use for. `date` is replaced by the connection's, not removed.
-        for name in [
-            header::CONNECTION,
-            header::TRANSFER_ENCODING,
-            header::UPGRADE,
-            header::TE,
-        ] {
-            self.remove(name);
-        }
-        for name in ["keep-alive", "proxy-connection"] {
-            self.remove(name);
-        }
-    }
 }
 
 /// Why a stream ended before its response did.
