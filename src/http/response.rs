@@ -177,6 +177,23 @@ impl HeadBlock {
         &self.0.block
     }
 
+    /// The fields of the block as the list `prebuild_head` was given for
+    /// `status`: without the status line and the `Server` and
+    /// `Content-Length` lines it adds itself.
+    fn fields(&self, status: Status) -> Vec<(Cow<'static, str>, Cow<'static, str>)> {
+        let text = String::from_utf8_lossy(&self.0.block);
+        let mut lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+        if !status.has_no_body() {
+            lines.pop();
+        }
+        lines
+            .iter()
+            .skip(2)
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (Cow::Owned(n.to_owned()), Cow::Owned(v.to_owned())))
+            .collect()
+    }
+
     /// The head as a header map: made by `make` from the block the first
     /// time, the same map after.
     pub fn map(&self, make: impl FnOnce(&Bytes) -> http::HeaderMap) -> &http::HeaderMap {
@@ -208,12 +225,17 @@ impl Response {
             .header("Content-Type", "text/plain; charset=utf-8")
     }
 
-    /// Add a header field (no effect on a prebuilt head).
+    /// Add a header field. A prebuilt head is read back into a list first
+    /// (rare: a prebuilt head is a cache's answer as it is), so the field
+    /// is never lost.
     pub fn header(
         mut self,
         name: impl Into<Cow<'static, str>>,
         value: impl Into<Cow<'static, str>>,
     ) -> Response {
+        if let Fields::Prebuilt(head) = &self.fields {
+            self.fields = Fields::List(head.fields(self.status));
+        }
         if let Fields::List(list) = &mut self.fields {
             list.push((name.into(), value.into()));
         }
@@ -420,6 +442,35 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("Content-Length: 0\r\n"));
+    }
+
+    #[test]
+    fn a_field_added_to_a_prebuilt_head_is_written_with_the_rest() {
+        let fields = [
+            ("Content-Type".into(), "text/plain".into()),
+            ("ETag".into(), "\"x\"".into()),
+        ];
+        for status in [Status::OK, Status::NOT_MODIFIED] {
+            let prebuilt = Response {
+                status,
+                fields: Fields::Prebuilt(prebuild_head(status, &fields, 3)),
+                body: Body::Bytes(Bytes::from_static(b"abc")),
+            }
+            .header("X-Added", "1");
+            let listed = Response {
+                status,
+                fields: Fields::List(fields.to_vec()),
+                body: Body::Bytes(Bytes::from_static(b"abc")),
+            }
+            .header("X-Added", "1");
+            let head = |r: &Response| {
+                let mut out = Vec::new();
+                write_head(&mut out, r, DATE, Persistence::Default);
+                String::from_utf8(out).unwrap()
+            };
+            assert_eq!(head(&prebuilt), head(&listed));
+            assert!(head(&prebuilt).contains("X-Added: 1\r\n"));
+        }
     }
 
     #[test]
