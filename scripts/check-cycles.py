@@ -37,6 +37,7 @@ SCOPES = [
     "supervisor::machine",
     "worker",
     "worker::conn",
+    "worker::conn::h1",
     "worker::conn::h2",
 ]
 

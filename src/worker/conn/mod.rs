@@ -16,12 +16,13 @@
 //!
 //! Modules, in the order a request meets them (hyper's proto/h1 split):
 //! 1. `transport`: the stream a connection runs over; TLS handshakes.
-//! 2. `h1`: the connection's state ([`h1`'s `Conn`]), reading with pooled
-//!    buffers, taking pipelined requests within the sender's budget;
-//!    `input` holds its received bytes and skips request bodies.
-//! 3. `dispatch`: request → service → response, catching panics;
-//!    `exchange`: a service's `call`, its request body fed as it is pulled
-//!    (`intake`), its response framed and streamed.
+//! 2. `h1/`: the connection's state ([`h1`'s `Conn`], private to the
+//!    folder), reading with pooled buffers, taking pipelined requests within
+//!    the sender's budget; `h1/input` holds its received bytes and skips
+//!    request bodies; `h1/exchange` is a service's `call`, its request body
+//!    fed as it is pulled (`h1/intake`), its response framed and streamed.
+//! 3. `dispatch`: request → service → response, catching panics, for both
+//!    protocols.
 //! 4. `output`: the sender: queued heads, `Bytes` bodies and file ranges,
 //!    written by one vectored write per batch and sendfile.
 //! 5. `linger`: the bounded half-close after an error or a close; `reads`:
@@ -43,11 +44,8 @@
 mod budget;
 mod ctx;
 mod dispatch;
-mod exchange;
 mod h1;
 mod h2;
-mod input;
-mod intake;
 mod linger;
 mod logged;
 mod output;

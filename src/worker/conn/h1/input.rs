@@ -7,7 +7,7 @@
 //! its bytes are taken (today: discarded) as they arrive, through
 //! `http::body::Decoder`, so a body is never parsed as the next request.
 
-use super::pool::{Pool, READ_BUF_BYTES};
+use super::super::pool::{Pool, READ_BUF_BYTES};
 use crate::http::body::Decoder;
 use crate::http::chunked;
 

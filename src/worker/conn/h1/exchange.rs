@@ -39,10 +39,10 @@ use std::task::Poll;
 use bytes::Bytes;
 use http_body::Body as _;
 
-use super::dispatch::{self, CatchUnwind};
-use super::h1::{persistence, Conn, Taken};
+use super::super::dispatch::{self, CatchUnwind};
+use super::super::transport::Transport;
 use super::intake::{Failure, Intake};
-use super::transport::Transport;
+use super::{persistence, Conn, Taken};
 use crate::app::body::Want;
 use crate::app::response::Kind;
 use crate::app::{head, into_body, Body, BoxError, Request, RequestBody, Service};

@@ -33,6 +33,16 @@
 //!
 //! The reads themselves (a timed read, the idle grace on each driver) are
 //! `reads`'s: they take a stream and a buffer, not the connection.
+//!
+//! The connection's state ([`Conn`]) is private to this folder: its
+//! children `exchange` (a service's call), `intake` (its request body) and
+//! `input` (the received bytes) are the only code besides this file that
+//! touches its fields; the rest of `worker::conn` sees [`serve`] and the
+//! [`Handover`] of a connection that opened with HTTP/2's preface.
+
+mod exchange;
+mod input;
+mod intake;
 
 use std::cell::RefMut;
 use std::rc::Rc;
@@ -44,7 +54,6 @@ use monoio::io::{AsyncReadRent, Canceller};
 use super::super::registry::{Registration, DRAIN_LINGER};
 use super::super::Driver;
 use super::dispatch;
-use super::input::Input;
 use super::linger::{linger, Linger};
 use super::logged::Pending;
 use super::output::Output;
@@ -57,6 +66,7 @@ use crate::http::date::DateCache;
 use crate::http::error::{on_error, Refusal};
 use crate::http::{self, Head, Method, ParseError, Persistence, Response, Version};
 use crate::telemetry::Protocol;
+use input::Input;
 
 /// How long an idle keep-alive connection on io_uring keeps a read (and its
 /// buffer) in flight before giving the buffer back and waiting for
@@ -153,7 +163,7 @@ enum Busy {
 
 /// What taking requests from the buffer ended on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Taken {
+enum Taken {
     /// The next request goes to the service's `call` (`exchange`).
     Call,
     /// One request was answered through `call`; more may be buffered.
@@ -181,26 +191,26 @@ enum Stop {
 }
 
 /// One HTTP/1.1 connection.
-pub(super) struct Conn<'c, H, S> {
-    pub(super) ctx: &'c Ctx<H>,
-    pub(super) stream: S,
-    pub(super) input: Input,
-    pub(super) output: Output,
+struct Conn<'c, H, S> {
+    ctx: &'c Ctx<H>,
+    stream: S,
+    input: Input,
+    output: Output,
     /// Whether any request was answered (the wait is then keep-alive).
-    pub(super) served_any: bool,
+    served_any: bool,
     /// When the current request's first bytes arrived (header timeout, and
     /// the access log's duration).
-    pub(super) head_started: Instant,
+    head_started: Instant,
     /// Cancels the grace read of an idle wait; replaced only when used, so
     /// the busy path allocates none.
     grace: Canceller,
     /// Where the connection came from, for the service's requests.
-    pub(super) facts: Connection,
+    facts: Connection,
     /// Pipelined bytes wait in the socket: readiness cannot tell that the
     /// client left until they are read (`exchange`'s watch is off).
-    pub(super) watched_out: bool,
+    watched_out: bool,
     /// Requests waiting for their access-log line (empty without a log).
-    pub(super) pending: Pending,
+    pending: Pending,
 }
 
 impl<H: Service, S: Transport> Conn<'_, H, S> {
@@ -267,7 +277,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
 
     /// Write what is queued, if anything; `false` when the connection must
     /// close (the client is gone or too slow).
-    pub(super) async fn flush(&mut self) -> bool {
+    async fn flush(&mut self) -> bool {
         let ok = self.output.is_empty()
             || self
                 .output
@@ -280,7 +290,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
 
     /// Log the requests whose responses have left (all of them when
     /// `ending`).
-    pub(super) fn settle(&mut self, ending: bool) {
+    fn settle(&mut self, ending: bool) {
         if let Some(log) = &self.ctx.log {
             self.pending
                 .settle(log, &self.facts, self.output.written(), ending);
@@ -288,7 +298,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     }
 
     /// Queue the answer to `refusal`, after which the connection closes.
-    pub(super) fn refuse(&mut self, refusal: &Refusal) {
+    fn refuse(&mut self, refusal: &Refusal) {
         let log = self.ctx.log.is_some();
         if log && self.pending.needs_open() {
             self.pending.open_unread(self.head_started);
@@ -418,7 +428,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// a request, and an HTTP/1.1 answer would be read as frames; it is
     /// closed unanswered, as RFC 9113 §3.4 has an invalid preface closed. A
     /// line with a known method (`GET / FOO/1.1`) is a bad request: 400.
-    pub(super) fn not_http1(&self, e: &ParseError, input: &[u8]) -> bool {
+    fn not_http1(&self, e: &ParseError, input: &[u8]) -> bool {
         /// RFC 9110 §9 and RFC 5789's methods.
         const METHODS: [&[u8]; 9] = [
             b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH",
@@ -621,7 +631,7 @@ fn framed(head: &Head<'_>, rest: &[u8], max_body: u64) -> Result<(Decoder, usize
 
 /// How the `Connection` field of a response reads, and whether the
 /// connection stays open after it (RFC 9112 §9.3).
-pub(super) fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persistence {
+fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persistence {
     if !keep_alive || ctx.draining.get() {
         Persistence::Close
     } else if version == Version::Http10 {
@@ -633,7 +643,7 @@ pub(super) fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -
 
 /// Queue a response and count it; returns where its body starts in the
 /// output's byte count.
-pub(super) fn push<H>(
+fn push<H>(
     ctx: &Ctx<H>,
     output: &mut Output,
     resp: &Response,

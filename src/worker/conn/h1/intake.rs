@@ -30,8 +30,8 @@ use bytes::Bytes;
 use monoio::buf::IoBufMut;
 use monoio::io::AsyncWriteRentExt;
 
-use super::pool::Pool;
-use super::transport::Transport;
+use super::super::pool::Pool;
+use super::super::transport::Transport;
 use crate::app::body::{Feed, Want};
 use crate::app::BodyError;
 use crate::http::body::Decoder;
