@@ -8,8 +8,9 @@
 //! the connection's read buffer does not keep) and where its body lies in
 //! the connection's output (`Output::pushed`); after each write,
 //! [`Pending::settle`] writes the lines of the responses that have left.
-//! HTTP/2 streams each keep their own [`Captured`] fields until their
-//! answer ends.
+//! HTTP/2 streams each keep their own [`Captured`] record until their
+//! answer ends. Both protocols' records are one type, [`Record`], and its
+//! `finish` writes every line.
 //!
 //! Bounds: [`MAX_RECORDS`] requests and [`MAX_TEXT_BYTES`] of their fields
 //! (or one request's, whatever its size: it is within `--max-head-bytes`);
@@ -29,7 +30,7 @@ pub(super) const MAX_RECORDS: usize = super::output::MAX_QUEUED;
 pub(super) const MAX_TEXT_BYTES: usize = 16 * 1024;
 
 /// The status of a request whose client left before any answer (nginx's).
-pub(super) const CLIENT_CLOSED: u16 = 499;
+const CLIENT_CLOSED: u16 = 499;
 
 /// A request's fields, as ranges of a text buffer.
 #[derive(Debug, Clone)]
@@ -108,17 +109,40 @@ fn protocol(v: Version) -> Protocol {
     }
 }
 
-/// One HTTP/1.1 request waiting for its line.
+/// One request's record, whatever its protocol: what its head said (as
+/// ranges of its owner's text), when it came, and once answered its status.
+/// [`Record::finish`] is the one place a request's line is written.
 #[derive(Debug)]
 struct Record {
     fields: Fields,
     start: Instant,
-    /// `None` until answered.
+    /// `None` until answered (499 if never).
     status: Option<u16>,
-    /// Its body in the output's byte count: from the head's end to the
-    /// response's; `end` is `None` while a stream is still being queued.
+    /// HTTP/1.1: its body in the output's byte count, from the head's end
+    /// to the response's; `end` is `None` while a stream is still being
+    /// queued. (An HTTP/2 stream counts its own bytes.)
     body: Range<u64>,
     end: Option<u64>,
+}
+
+impl Record {
+    fn new(fields: Fields, start: Instant) -> Record {
+        Record {
+            fields,
+            start,
+            status: None,
+            body: 0..0,
+            end: None,
+        }
+    }
+
+    /// Write the request's line: `body_bytes` of its body sent, its time
+    /// from its head's first bytes to `now`.
+    fn finish(&self, text: &[u8], log: &Log, facts: &Connection, body_bytes: u64, now: Instant) {
+        let status = self.status.unwrap_or(CLIENT_CLOSED);
+        let us = now.duration_since(self.start).as_micros() as u64;
+        log.write(&self.fields.line(text, facts, status, body_bytes, us));
+    }
 }
 
 /// An HTTP/1.1 connection's requests waiting for their lines.
@@ -150,13 +174,7 @@ impl Pending {
     }
 
     fn push(&mut self, fields: Fields, start: Instant) {
-        self.records.push(Record {
-            fields,
-            start,
-            status: None,
-            body: 0..0,
-            end: None,
-        });
+        self.records.push(Record::new(fields, start));
     }
 
     /// Whether the next answer needs a record of its own: the last one is
@@ -220,9 +238,7 @@ impl Pending {
                 break;
             }
             let sent = written.clamp(r.body.start, r.body.end) - r.body.start;
-            let status = r.status.unwrap_or(CLIENT_CLOSED);
-            let us = now.duration_since(r.start).as_micros() as u64;
-            log.write(&r.fields.line(&self.text, facts, status, sent, us));
+            r.finish(&self.text, log, facts, sent, now);
             done += 1;
         }
         if done == self.records.len() {
@@ -242,12 +258,12 @@ impl Pending {
     }
 }
 
-/// An HTTP/2 stream's request fields, kept until its answer ends.
+/// An HTTP/2 stream's record and the text of its fields, kept until its
+/// answer ends.
 #[derive(Debug)]
 pub(super) struct Captured {
-    fields: Fields,
+    record: Record,
     text: Vec<u8>,
-    start: Instant,
 }
 
 impl Captured {
@@ -281,16 +297,17 @@ impl Captured {
         };
         let fields = Fields::capture(&mut text, said);
         Captured {
-            fields,
+            record: Record::new(fields, start),
             text,
-            start,
         }
     }
 
-    /// Write the stream's line.
-    pub(super) fn write(&self, log: &Log, facts: &Connection, status: u16, body_bytes: u64) {
-        let us = self.start.elapsed().as_micros() as u64;
-        log.write(&self.fields.line(&self.text, facts, status, body_bytes, us));
+    /// The stream's answer ended: `status` (0: none was sent) and
+    /// `body_bytes` of its body sent. Writes its line.
+    pub(super) fn finish(&mut self, log: &Log, facts: &Connection, status: u16, body_bytes: u64) {
+        self.record.status = (status != 0).then_some(status);
+        self.record
+            .finish(&self.text, log, facts, body_bytes, Instant::now());
     }
 }
 

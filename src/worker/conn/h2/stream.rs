@@ -34,7 +34,7 @@ use h2::{Reason, RecvStream};
 use http::header;
 
 use super::super::dispatch::{self, poll_caught};
-use super::super::logged::{Captured, CLIENT_CLOSED};
+use super::super::logged::Captured;
 use super::super::Ctx;
 use super::heads;
 use super::outbox::Outbox;
@@ -245,12 +245,8 @@ struct Logged<'a> {
 
 impl Drop for Logged<'_> {
     fn drop(&mut self) {
-        let status = match self.tally.status.get() {
-            0 => CLIENT_CLOSED,
-            s => s,
-        };
-        self.captured
-            .write(self.log, &self.facts, status, self.tally.bytes.get());
+        let (status, bytes) = (self.tally.status.get(), self.tally.bytes.get());
+        self.captured.finish(self.log, &self.facts, status, bytes);
     }
 }
 
