@@ -1,8 +1,8 @@
 //! A worker: one pinned OS thread running one monoio runtime.
 //!
 //! Owns: the worker's life ([`State`], one writer: `Lifecycle::enter`),
-//! building its runtime on the chosen driver, accepting (`accept`), and the
-//! connection loop (`conn`). Does not own when to commit or drain (the supervisor sends
+//! choosing its runtime's driver (building it is `runtime`'s), accepting
+//! (`accept`), and the connection loop (`conn`). Does not own when to commit or drain (the supervisor sends
 //! [`Control`] messages) nor what a request means (`app::Service`).
 //!
 //! Flow:
@@ -27,15 +27,14 @@ pub mod fault;
 mod heap;
 pub mod process;
 mod registry;
+mod runtime;
 
 use std::cell::{Cell, RefCell};
-use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use monoio::io::Canceller;
-use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
 use socket2::Socket;
 
 use crate::app::ServiceFactory;
@@ -145,13 +144,13 @@ pub(crate) fn run<F: ServiceFactory>(init: Init<F>) -> State {
     }
     let outcome = match init.driver {
         DriverChoice::Epoll => on_epoll(init, &life),
-        DriverChoice::Uring => match build_uring(init.index) {
+        DriverChoice::Uring => match runtime::uring(init.index) {
             Ok(mut rt) => rt.block_on(lifecycle(init, &life, Driver::IoUring)),
             Err(e) => Err(format!(
                 "io_uring is unavailable ({e}); use --driver epoll or auto"
             )),
         },
-        DriverChoice::Auto => match build_uring(init.index) {
+        DriverChoice::Auto => match runtime::uring(init.index) {
             Ok(mut rt) => rt.block_on(lifecycle(init, &life, Driver::IoUring)),
             Err(e) => {
                 tracing::info!(worker = init.index, error = %e, "io_uring unavailable, using epoll");
@@ -166,52 +165,8 @@ pub(crate) fn run<F: ServiceFactory>(init: Init<F>) -> State {
     life.state.get()
 }
 
-/// io_uring setup flags, best first. Completions are delivered as task work;
-/// by default the kernel interrupts the task for each (TWA_SIGNAL: an IPI and
-/// the sighand lock, ~10 % of a busy worker's CPU here). DEFER_TASKRUN (6.1)
-/// runs task work only when we wait for completions, and SINGLE_ISSUER (6.0)
-/// lets the kernel skip locking: both hold for a thread-per-core runtime.
-/// COOP_TASKRUN (5.19) at least avoids the interrupt. Older kernels get none.
-type UringSetup = (&'static str, fn(&mut io_uring::Builder));
-
-const URING_SETUPS: [UringSetup; 3] = [
-    ("defer_taskrun", |b| {
-        b.setup_single_issuer().setup_defer_taskrun();
-    }),
-    ("coop_taskrun", |b| {
-        b.setup_coop_taskrun().setup_taskrun_flag();
-    }),
-    ("plain", |_| {}),
-];
-
-type UringRuntime = monoio::Runtime<monoio::time::TimeDriver<IoUringDriver>>;
-
-/// Build an io_uring runtime with the best setup flags this kernel accepts.
-fn build_uring(worker: usize) -> io::Result<UringRuntime> {
-    let mut last = None;
-    for (name, setup) in URING_SETUPS {
-        let mut b = io_uring::IoUring::builder();
-        setup(&mut b);
-        match RuntimeBuilder::<IoUringDriver>::new()
-            .uring_builder(b)
-            .enable_timer()
-            .build()
-        {
-            Ok(rt) => {
-                tracing::debug!(worker, setup = name, "io_uring runtime built");
-                return Ok(rt);
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::other("no io_uring setup tried")))
-}
-
 fn on_epoll<F: ServiceFactory>(init: Init<F>, life: &Lifecycle) -> Result<usize, String> {
-    let mut rt = RuntimeBuilder::<LegacyDriver>::new()
-        .enable_timer()
-        .build()
-        .map_err(|e| format!("cannot build the epoll runtime: {e}"))?;
+    let mut rt = runtime::epoll().map_err(|e| format!("cannot build the epoll runtime: {e}"))?;
     rt.block_on(lifecycle(init, life, Driver::Epoll))
 }
 
