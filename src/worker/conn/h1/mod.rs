@@ -374,30 +374,17 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                                 ) else {
                                     return Taken::Call;
                                 };
-                                let persistence = if answer.close {
-                                    Persistence::Close
-                                } else {
-                                    persistence(ctx, head.keep_alive, head.version)
-                                };
-                                let include_body = head.method != Method::Head;
-                                let log = ctx.log.is_some();
-                                if log {
-                                    let sni = self.facts.tls.and_then(|t| t.site);
-                                    let site = ctx.sites.request_name(head.host, sni);
-                                    self.pending.open(&head, self.head_started, site);
-                                }
-                                let body_at = push(
+                                let persistence = queue_answer(
                                     ctx,
-                                    &mut self.output,
-                                    &answer.response,
-                                    persistence,
-                                    include_body,
+                                    Queue {
+                                        output: &mut self.output,
+                                        pending: &mut self.pending,
+                                        facts: &self.facts,
+                                        started: self.head_started,
+                                    },
+                                    &head,
+                                    &answer,
                                 );
-                                if log {
-                                    self.pending
-                                        .answered(answer.response.status.code(), body_at);
-                                    self.pending.queued(self.output.pushed());
-                                }
                                 (None, consumed + skipped, persistence, body)
                             }
                         }
@@ -639,6 +626,45 @@ fn persistence<H>(ctx: &Ctx<H>, keep_alive: bool, version: Version) -> Persisten
     } else {
         Persistence::Default
     }
+}
+
+/// Where [`queue_answer`] puts a response: the sender, the requests
+/// waiting for their log lines, and what the log says of the connection
+/// and of when the request's head began.
+struct Queue<'q> {
+    output: &'q mut Output,
+    pending: &'q mut Pending,
+    facts: &'q Connection,
+    started: Instant,
+}
+
+/// Queue the answer made from `head` (the borrowed-head path): its
+/// persistence decided, its log record opened, answered and queued when
+/// there is a log. Returns the persistence.
+fn queue_answer<H>(
+    ctx: &Ctx<H>,
+    q: Queue<'_>,
+    head: &Head<'_>,
+    answer: &dispatch::Answer,
+) -> Persistence {
+    let persistence = if answer.close {
+        Persistence::Close
+    } else {
+        persistence(ctx, head.keep_alive, head.version)
+    };
+    let include_body = head.method != Method::Head;
+    let log = ctx.log.is_some();
+    if log {
+        let sni = q.facts.tls.and_then(|t| t.site);
+        let site = ctx.sites.request_name(head.host, sni);
+        q.pending.open(head, q.started, site);
+    }
+    let body_at = push(ctx, q.output, &answer.response, persistence, include_body);
+    if log {
+        q.pending.answered(answer.response.status.code(), body_at);
+        q.pending.queued(q.output.pushed());
+    }
+    persistence
 }
 
 /// Queue a response and count it; returns where its body starts in the
