@@ -130,6 +130,14 @@ macro_rules! settings {
         /// Every setting, in declaration order.
         pub(crate) const FIELDS: &[$crate::config::setting::Field] = &[$(field::$name),*];
 
+        /// The keys a `[[site]]` table may set (the settings marked `per
+        /// site`), which docs/sites.md must list (a test checks).
+        #[cfg(test)]
+        pub(crate) const SITE_KEYS: &[&str] = &[$( $( {
+            let _: Option<&$site_raw> = None;
+            stringify!($name)
+        }, )? )*];
+
         impl RawConfig {
             /// Overlay `over` (the command line) on `self` (the file).
             pub fn merge(mut self, over: RawConfig) -> RawConfig {

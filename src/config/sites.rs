@@ -431,6 +431,27 @@ mod tests {
     }
 
     #[test]
+    fn the_sites_doc_lists_every_per_site_setting() {
+        let doc = include_str!("../../docs/sites.md");
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `index`"))
+            .expect("docs/sites.md's row of per-site settings");
+        let listed: Vec<&str> = row
+            .split('|')
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .map(|k| k.trim().trim_matches('`'))
+            .collect();
+        let mut keys = super::super::raw::SITE_KEYS.to_vec();
+        let mut listed_sorted = listed.clone();
+        keys.sort_unstable();
+        listed_sorted.sort_unstable();
+        assert_eq!(listed_sorted, keys, "docs/sites.md: {row}");
+    }
+
+    #[test]
     fn a_bad_per_site_value_names_the_site_key() {
         let mut a = site(&["a.test"]);
         a.cache_control = Some("no\nstore".into());
