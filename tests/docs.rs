@@ -27,6 +27,7 @@
 //!   8443: the server's ready line says its TLS listener speaks h2 and
 //!   http/1.1, and the doc's curl line (where curl is installed) gets
 //!   `hello.txt` over HTTP/2.
+//! - docs/http2.md has a table row for every HTTP/2 flag of `--help`.
 //! - Every test docs/tls.md names exists (a `fn` of that name under
 //!   tests/ or src/), so a claim cannot point at a test that was renamed
 //!   or removed.
@@ -216,6 +217,32 @@ fn the_readme_synopsis_shows_every_flag_of_serve_help() {
         problems.is_empty(),
         "README.md's synopsis (\"## Using it\") disagrees with `servery serve --help`:\n  {}",
         problems.join("\n  ")
+    );
+}
+
+/// docs/http2.md's table of settings has a row for every HTTP/2 flag
+/// `servery serve --help` lists (`--alpn`, `--h2c`, `--h2-*`): a new
+/// HTTP/2 setting's doc is that row.
+#[test]
+fn the_http2_doc_has_a_row_for_every_http2_flag() {
+    let doc = std::fs::read_to_string(repo().join("docs/http2.md")).expect("docs/http2.md");
+    let (flags, _) = help_flags();
+    let http2: Vec<&str> = flags
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|n| n.starts_with("--h2") || *n == "--alpn")
+        .collect();
+    assert!(http2.len() >= 7, "HTTP/2 flags in --help: {http2:?}");
+    let missing: Vec<&&str> = http2
+        .iter()
+        .filter(|f| {
+            !doc.lines()
+                .any(|l| l.starts_with('|') && l.contains(&format!("`{f}")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/http2.md has no row for {missing:?}"
     );
 }
 
