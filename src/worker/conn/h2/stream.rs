@@ -303,6 +303,9 @@ async fn call<H: Service>(
     });
     let mut fed = false;
 
+    // For the log of a panic while it runs, as over HTTP/1.1 (a `Uri`
+    // clone shares its bytes).
+    let uri = parts.uri.clone();
     let request = Request::new(parts, body, facts);
     let Some(call) = dispatch::start(ctx, request, Protocol::Http2) else {
         // `start` has counted and logged the panic.
@@ -338,7 +341,8 @@ async fn call<H: Service>(
         }
         Called::Panicked => {
             shared.end_gracefully();
-            from_static(dispatch::panicked(ctx, b"(while polled)").response)
+            let target = dispatch::target_of(&uri);
+            from_static(dispatch::panicked(ctx, target.as_bytes()).response)
         }
         Called::Answered(resp) => match failed.get().and_then(refusal_of) {
             // The body broke the rules while the service ran: the rules'
