@@ -186,7 +186,7 @@ where
             clap_complete::generate(shell, &mut command(), "servery", &mut text);
             print(&text, "the completion script")
         }
-        Command::Worker => match crate::worker::process::main(make) {
+        Command::Worker => match crate::supervisor::process_worker::main(make) {
             Ok(crate::worker::State::Exited) => Ok(ExitCode::SUCCESS),
             Ok(_) => Ok(ExitCode::FAILURE),
             Err(e) => Err(anyhow::anyhow!(e)).context("worker process"),

@@ -1,15 +1,13 @@
 //! The words the supervisor and its workers say to each other.
 //!
 //! Owns: a worker's lifecycle states ([`State`]), the driver it reports
-//! ([`Driver`]), supervisor → worker messages ([`Control`]), worker →
-//! supervisor reports ([`Report`]), and, for process isolation, their wire
-//! form on the control socket ([`protocol`]). Both sides depend on this
-//! module and neither on the other's internals: thread mode passes these
-//! values over channels, process mode sends them through `protocol`.
-//! Does not own what a worker does on each message (`worker`) nor when the
+//! ([`Driver`]), supervisor → worker messages ([`Control`]) and worker →
+//! supervisor reports ([`Report`]). Both sides depend on this module and
+//! neither on the other's internals: thread mode passes these values over
+//! channels, process mode sends them through `supervisor::protocol` (their
+//! wire form, with the config a worker process is started with). Does not
+//! own what a worker does on each message (`worker`) nor when the
 //! supervisor sends them (`supervisor`).
-
-pub mod protocol;
 
 /// A worker's life. Changed only by `Lifecycle::enter`, which logs and
 /// reports every transition.

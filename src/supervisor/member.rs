@@ -21,10 +21,10 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use socket2::Socket;
 
 use super::child::ChildWatcher;
+use super::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use super::Event;
 use crate::app::ServiceFactory;
 use crate::config::Config;
-use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::sys::pidfd;
 use crate::sys::shm::SharedCounter;
 use crate::telemetry::{Snapshot, WorkerStats};

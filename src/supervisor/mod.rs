@@ -47,6 +47,8 @@ mod host;
 mod journal;
 mod machine;
 mod member;
+pub mod process_worker;
+pub(crate) mod protocol;
 mod reload;
 mod restart;
 mod shutdown;

@@ -25,7 +25,6 @@ mod accept;
 mod conn;
 pub mod fault;
 mod heap;
-pub mod process;
 mod registry;
 mod runtime;
 

@@ -1,4 +1,8 @@
-//! A worker as its own process: the `servery worker` entry point.
+//! A worker as its own process: the `servery worker` entry point, the
+//! other end of `member`'s process spawn. It lives with the supervisor
+//! because it does what the supervisor does for a worker thread (validate
+//! the config, build the worker's `Init`), in the child; the worker itself
+//! (`worker::run`) knows nothing of the config.
 //!
 //! The supervisor re-executes its binary with the hidden `worker` subcommand
 //! as the leader of a new process group, with the control socket at fd 3.
@@ -16,11 +20,11 @@
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use super::{Init as WorkerInit, Report, State};
+use super::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::app::ServiceFactory;
 use crate::config::Config;
-use crate::control::protocol::{self, FromWorker, ToWorker, MAX_MESSAGE};
 use crate::telemetry::{Snapshot, WorkerStats};
+use crate::worker::{self, Init as WorkerInit, Report, State};
 
 /// Run this process as one worker. `make` builds the handler factory from
 /// the config, exactly as the supervisor's binary does.
@@ -58,7 +62,7 @@ where
         .clone()
         .validate()
         .map_err(|e| format!("config sent by the supervisor is invalid here: {e}"))?;
-    if let Some(super::fault::Fault::IgnoreDrain) = super::fault::for_worker(init.slot) {
+    if let Some(worker::fault::Fault::IgnoreDrain) = worker::fault::for_worker(init.slot) {
         crate::sys::spawn::ignore_sigterm();
     }
     let factory = make(&config);
@@ -89,7 +93,7 @@ where
 
     let (tx, rx) = flume::unbounded();
     let reader = control.clone();
-    let acme_delay = super::fault::acme_delay();
+    let acme_delay = worker::fault::acme_delay();
     std::thread::Builder::new()
         .name("servery-control".into())
         .spawn(move || {
@@ -161,7 +165,7 @@ where
         None => None,
     };
     let closing = access_log.as_ref().map(|s| s.sink.clone());
-    let state = super::run(WorkerInit {
+    let state = worker::run(WorkerInit {
         index: init.slot,
         cpu: init.cpu,
         sockets,

@@ -17,8 +17,8 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Control, Report};
 use crate::config::RawConfig;
+use crate::control::{Control, Report};
 use crate::sys::fdpass;
 use crate::telemetry::Snapshot;
 
