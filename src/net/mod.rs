@@ -13,7 +13,8 @@
 //!      reuseport group, so nothing can queue on it before COMMIT). A port 0
 //!      is resolved by the first socket and reused by the rest;
 //!    - `shared`: one bound socket per address; each worker gets a dup.
-//! 2. Each worker takes its `Vec<Socket>` and, at COMMIT, calls [`listen`].
+//! 2. Each worker takes its `Vec<Socket>` and, at COMMIT, listens on them
+//!    (`worker::accept`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -21,9 +22,6 @@ use std::net::SocketAddr;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{Config, ListenerMode};
-
-/// Accept queue length asked of listen(2); the kernel caps it at somaxconn.
-pub const LISTEN_BACKLOG: i32 = 4096;
 
 /// Why the listeners could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -234,13 +232,6 @@ fn bind(s: &Socket, addr: SocketAddr) -> Result<SocketAddr, Error> {
             addr,
             source: io::Error::other("bound socket has no IP address"),
         })
-}
-
-/// Start listening (at COMMIT) and hand the socket over as a std listener.
-pub fn listen(s: Socket) -> io::Result<std::net::TcpListener> {
-    s.listen(LISTEN_BACKLOG)?;
-    s.set_nonblocking(true)?;
-    Ok(s.into())
 }
 
 #[cfg(test)]

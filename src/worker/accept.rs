@@ -18,6 +18,18 @@ use crate::telemetry::WorkerStats;
 use super::conn::{self, Ctx};
 use super::Driver;
 
+/// Accept queue length asked of listen(2); the kernel caps it at somaxconn.
+const LISTEN_BACKLOG: i32 = 4096;
+
+/// Start listening (at COMMIT: the sockets were bound by the supervisor,
+/// `net`, and held unlistening until then) and hand the socket over as a
+/// std listener.
+pub(super) fn listen(s: socket2::Socket) -> std::io::Result<std::net::TcpListener> {
+    s.listen(LISTEN_BACKLOG)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
 pub(super) async fn accept_loop<H: Service>(
     listener: monoio::net::TcpListener,
     ctx: Rc<Ctx<H>>,

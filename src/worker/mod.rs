@@ -205,7 +205,7 @@ async fn lifecycle<F: ServiceFactory>(
     }
     let mut listeners = Vec::with_capacity(init.sockets.len());
     for s in init.sockets {
-        let l = crate::net::listen(s)
+        let l = accept::listen(s)
             .and_then(monoio::net::TcpListener::from_std)
             .map_err(|e| format!("cannot listen: {e}"))?;
         listeners.push(l);
