@@ -2,10 +2,11 @@
 //! connection may cost (`--alpn`, `--h2c`, `--h2-*`).
 //!
 //! Owns the defaults and bounds of those settings and [`Http2Config`], the
-//! validated set, whose [`Http2Conn`] the workers apply as it is. `raw`'s
-//! table generates `Http2Conn` from the settings marked `h2`, so a new
-//! `--h2-*` setting touches three files: its entry in `raw.rs` (with its
-//! default and bound), the reader in `worker::conn::h2`, and
+//! validated set. What each connection applies, [`Http2Conn`], is the
+//! HTTP/2 layer's type (`worker::conn::h2`); `raw`'s table fills its fields
+//! from the settings marked `h2`, so a new `--h2-*` setting touches three
+//! files: its entry in `raw.rs` (with its default and bound), its field and
+//! the code that applies it in `worker/conn/h2/mod.rs`, and
 //! `docs/http2.md`. Does not own negotiating or enforcing them
 //! (`tls::server_config` offers the ALPN list, `worker::conn::h2` applies
 //! the limits).
@@ -17,13 +18,11 @@
 //! and a cap on client resets that an honest browser never reaches but a
 //! rapid-reset attack (CVE-2023-44487) passes within milliseconds.
 
-use std::time::Duration;
-
 use super::raw::Checked;
-pub use super::raw::Http2Conn;
 use super::setting::{Echo, Field};
 use super::Error;
 use crate::choice::choice;
+pub use crate::worker::{H2c, Http2Conn};
 
 /// ALPN, in the server's order of preference: h2 first, as every peer does.
 pub const DEFAULT_ALPN: [Protocol; 2] = [Protocol::H2, Protocol::Http11];
@@ -39,12 +38,11 @@ pub const DEFAULT_H2_MAX_HEADER_LIST_BYTES: u64 = 16 * 1024;
 /// The HPACK dynamic table a client's encoder may use (SETTINGS_HEADER_TABLE_SIZE,
 /// RFC 7541 §4.2): the protocol's default, 4 KiB.
 pub const DEFAULT_H2_HEADER_TABLE_BYTES: u64 = 4096;
-/// Streams a client may reset per connection within [`RESET_WINDOW`] before
+/// Streams a client may reset per connection within 10 s (`worker::conn::h2`'s
+/// window) before
 /// the connection is closed with GOAWAY ENHANCE_YOUR_CALM (rapid reset,
 /// CVE-2023-44487). A browser cancels a handful of requests a page.
 pub const DEFAULT_H2_MAX_RESETS: u64 = 200;
-/// The window `--h2-max-resets` counts over.
-pub const RESET_WINDOW: Duration = Duration::from_secs(10);
 
 /// `--h2-max-concurrent-streams`: RFC 9113's SETTINGS_MAX_CONCURRENT_STREAMS
 /// bound by what a worker should hold per connection.
@@ -73,18 +71,6 @@ impl Protocol {
     }
 }
 
-choice! {
-    /// HTTP/2 over cleartext on the plain listeners.
-    pub enum H2c {
-        /// A connection that opens with the HTTP/2 preface is HTTP/2; any
-        /// other is HTTP/1.1. `Upgrade: h2c` (deprecated by RFC 9113 §3.1)
-        /// is not offered: the request is answered over HTTP/1.1.
-        PriorKnowledge = "prior-knowledge",
-        /// Plain listeners speak HTTP/1.1 only.
-        Off = "off",
-    }
-}
-
 /// The validated HTTP/2 settings of the listeners: what TLS listeners
 /// offer. What each connection applies is [`Http2Conn`], in the workers'
 /// `ConnSettings`.
@@ -92,13 +78,6 @@ choice! {
 pub struct Http2Config {
     /// What TLS listeners offer, in order of preference.
     pub alpn: Vec<Protocol>,
-}
-
-impl Http2Conn {
-    /// Whether a plain connection opening with the HTTP/2 preface is HTTP/2.
-    pub fn h2c(&self) -> bool {
-        self.h2c == H2c::PriorKnowledge
-    }
 }
 
 impl Http2Config {

@@ -4,58 +4,19 @@
 //! Owns those defaults and their bounds (`--max-connections`,
 //! `--max-connections-total`, `--header-timeout`, `--keepalive-timeout`,
 //! `--send-timeout`, `--output-buffer-bytes`, `--worker-output-bytes`, `--lingering-*`, `--max-head-bytes`, `--max-headers`,
-//! `--max-body-bytes`), and [`ConnSettings`]: those validated, with the
-//! HTTP/2 limits and the shutdown deadlines, as every worker applies them.
+//! `--max-body-bytes`), and building the workers' [`ConnSettings`] (a
+//! `worker` type): those validated, with the HTTP/2 limits and the
+//! shutdown deadlines.
 //! Does not own enforcing them (`worker`, `http::parse`).
 
-use std::num::NonZeroUsize;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use super::http2::Http2Conn;
 use super::raw::Checked;
 use super::setting::Field;
 use super::Error;
 use crate::http::Limits;
-
-/// What every worker applies to its connections, as validated: the workers
-/// take it as it is (`worker::Settings` is this type).
-#[derive(Debug, Clone, Copy)]
-pub struct ConnSettings {
-    /// The request head's limits.
-    pub limits: Limits,
-    /// Time to receive a request head.
-    pub header_timeout: Duration,
-    /// Silence allowed between two reads of a request body.
-    pub body_timeout: Duration,
-    /// Time a kept-alive connection may idle.
-    pub keepalive_timeout: Duration,
-    /// Longest wait for a client to take more response bytes.
-    pub send_timeout: Duration,
-    /// Prepared, unsent response bytes one connection may hold.
-    pub output_buffer_bytes: usize,
-    /// The same for all of a worker's connections together.
-    pub worker_output_bytes: usize,
-    /// Open connections per worker.
-    pub max_connections: NonZeroUsize,
-    /// `--max-connections-total`: the global cap the shared budget enforces.
-    pub max_connections_total: Option<u64>,
-    /// Time allowed for a TLS handshake.
-    pub tls_handshake_timeout: Duration,
-    /// Lingering close: time in all, silence between reads, bytes discarded.
-    pub lingering_time: Duration,
-    pub lingering_timeout: Duration,
-    pub lingering_bytes: u64,
-    /// Largest request body (413 past it).
-    pub max_body_bytes: u64,
-    /// From SIGTERM: connections still open then are cut. A worker keeps it
-    /// itself when its supervisor is gone.
-    pub drain_timeout: Duration,
-    /// From SIGTERM: workers still alive then are reported and abandoned.
-    pub force_timeout: Duration,
-    /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
-    pub http2: Http2Conn,
-}
+pub use crate::worker::ConnSettings;
 
 /// The connection settings of the checked table; `force_timeout` as the
 /// supervision rules settled it.

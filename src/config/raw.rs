@@ -19,7 +19,7 @@
 //! of the checks (the first error is reported).
 //!
 //! After the settings, the same table declares the rest of a `[[site]]`
-//! table (`SiteRaw`: who the site is) and `Http2Conn`; the settings marked
+//! table (`SiteRaw`: who the site is) and names `Http2Conn`; the settings marked
 //! `per site` and `h2` fill their other fields (see `setting.rs`).
 //!
 //! The file is longer than 650 lines on purpose: every setting is declared
@@ -465,11 +465,9 @@ settings! {
         pub acme: bool,
     }
 
-    /// What each HTTP/2 connection applies: the settings marked `h2` above,
-    /// as validated. `worker::conn::h2` reads these fields (and the h2c
-    /// check of `worker::conn::h1` reads `h2c`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct Http2Conn;
+    // What each HTTP/2 connection applies: the settings marked `h2` above
+    // fill the fields of the same names (the type is the workers').
+    http2 = crate::worker::Http2Conn;
 }
 
 impl RawConfig {

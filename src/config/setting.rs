@@ -25,12 +25,12 @@
 //!   runs the same rule on a site's value (its errors naming `site.name`),
 //!   and `SiteRaw::showing` echoes `expr`, read from the site's
 //!   `FilesConfig` (bound to `f`);
-//! - `h2 field,`: the validated value is the field `field` of
-//!   `Http2Conn`, which `Checked::http2_conn` fills and the HTTP/2 layer
-//!   takes as it is.
+//! - `h2 field,`: the validated value is the field `field` of the HTTP/2
+//!   layer's `Http2Conn` (its path is given after the settings), which
+//!   `Checked::http2_conn` fills and the layer takes as it is.
 //!
 //! After the settings come the rest of `SiteRaw` (who a site is: name,
-//! hosts, root, identity) and `Http2Conn`'s attributes.
+//! hosts, root, identity) and the path of the type the `h2` settings fill.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -93,8 +93,7 @@ macro_rules! settings {
             $( $(#[$own_meta:meta])* pub $own:ident: $own_ty:ty, )*
         }
 
-        $(#[$h2_meta:meta])*
-        pub struct Http2Conn;
+        http2 = $h2_conn:path;
     ) => {
         $(#[$struct_meta])*
         pub struct RawConfig {
@@ -181,8 +180,8 @@ macro_rules! settings {
             }
 
             /// What each HTTP/2 connection applies (the settings marked `h2`).
-            pub(crate) fn http2_conn(&self) -> Http2Conn {
-                Http2Conn {
+            pub(crate) fn http2_conn(&self) -> $h2_conn {
+                $h2_conn {
                     $( $( $h2_field: self.$name.clone(), )? )*
                 }
             }
@@ -201,14 +200,6 @@ macro_rules! settings {
                 )? )*
                 self
             }
-        }
-
-        $(#[$h2_meta])*
-        pub struct Http2Conn {
-            $( $(
-                #[doc = concat!("`", stringify!($name), "` as validated (see its help).")]
-                pub $h2_field: $checked,
-            )? )*
         }
 
         impl $crate::config::Config {

@@ -3,7 +3,8 @@
 //!
 //! Owns the worker count (a number or `auto`), the CPU plan (one CPU per
 //! worker, physical cores before SMT siblings, never outside this process's
-//! CPU set) and [`DriverChoice`]. Does not own CPU lists and the topology
+//! CPU set) and `--driver`'s default (the choice itself,
+//! [`DriverChoice`], is the worker's). Does not own CPU lists and the topology
 //! (`cpus`) nor pinning itself (`sys::affinity`).
 
 use std::num::NonZeroUsize;
@@ -14,7 +15,7 @@ use super::cpus::{self, CpuSet};
 use super::raw::{field, Checked};
 use super::setting::{Echo, Field};
 use super::Error;
-use crate::choice::choice;
+pub use crate::worker::DriverChoice;
 
 /// One worker per physical core of the process's CPU set: what the server is
 /// for (thread per core), and what a first run should show; `1` is a choice.
@@ -53,18 +54,6 @@ impl Echo<Option<WorkerCount>> for NonZeroUsize {
 pub(crate) enum Workers {
     Auto,
     Count(NonZeroUsize),
-}
-
-choice! {
-    /// Which I/O driver the operator asked for.
-    pub enum DriverChoice {
-        /// io_uring, falling back to epoll where it cannot be set up.
-        Auto = "auto",
-        /// io_uring or fail.
-        Uring = "uring" | "io_uring",
-        /// epoll (monoio's legacy driver).
-        Epoll = "epoll",
-    }
 }
 
 /// `--workers`: a number in `1..=MAX_WORKERS`, or `auto`.

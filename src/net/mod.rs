@@ -270,7 +270,9 @@ mod tests {
         let addr = plan.addrs[0];
         assert!(std::net::TcpStream::connect(addr).is_err());
         let mut per_worker = plan.per_worker;
-        let l = listen(per_worker.remove(0).remove(0)).unwrap();
+        // What a worker does at COMMIT (`worker::accept::listen`).
+        let l = per_worker.remove(0).remove(0);
+        l.listen(16).unwrap();
         assert!(std::net::TcpStream::connect(addr).is_ok());
         drop(l);
     }

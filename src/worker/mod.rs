@@ -37,17 +37,15 @@ use monoio::io::Canceller;
 use socket2::Socket;
 
 use crate::app::ServiceFactory;
-use crate::config::DriverChoice;
 use crate::http::date::DateCache;
 use crate::telemetry::WorkerStats;
 use conn::Ctx;
 use registry::Registry;
 
 pub use crate::control::{Control, Driver, Report, State};
+pub use runtime::DriverChoice;
 
-/// Connection-level settings every worker shares: the validated
-/// `config::ConnSettings`, taken as it is.
-pub use crate::config::ConnSettings as Settings;
+pub use conn::{ConnSettings, H2c, Http2Conn};
 
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {
@@ -55,7 +53,7 @@ pub(crate) struct Init<F> {
     pub cpu: Option<usize>,
     pub sockets: Vec<Socket>,
     pub driver: DriverChoice,
-    pub settings: Settings,
+    pub settings: ConnSettings,
     pub factory: Arc<F>,
     pub stats: Arc<WorkerStats>,
     pub control: flume::Receiver<Control>,

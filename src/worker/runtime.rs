@@ -7,7 +7,21 @@
 
 use std::io;
 
+use crate::choice::choice;
+
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
+
+choice! {
+    /// Which I/O driver the operator asked for.
+    pub enum DriverChoice {
+        /// io_uring, falling back to epoll where it cannot be set up.
+        Auto = "auto",
+        /// io_uring or fail.
+        Uring = "uring" | "io_uring",
+        /// epoll (monoio's legacy driver).
+        Epoll = "epoll",
+    }
+}
 
 /// io_uring setup flags, best first. Completions are delivered as task work;
 /// by default the kernel interrupts the task for each (TWA_SIGNAL: an IPI and

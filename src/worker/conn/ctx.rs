@@ -10,7 +10,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::super::registry::Registry;
-use super::super::{Driver, Settings};
+use super::super::Driver;
+use super::ConnSettings;
 use crate::http::date::DateCache;
 use crate::telemetry::WorkerStats;
 
@@ -19,7 +20,7 @@ pub(crate) struct Ctx<H> {
     pub service: H,
     /// This worker's index (0-based).
     pub index: usize,
-    pub settings: Settings,
+    pub settings: ConnSettings,
     pub stats: Arc<WorkerStats>,
     pub date: RefCell<DateCache>,
     pub registry: Rc<Registry>,

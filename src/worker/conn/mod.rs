@@ -51,10 +51,13 @@ mod logged;
 mod output;
 mod pool;
 mod reads;
+mod settings;
 mod transport;
 
 pub(crate) use budget::WorkerBudget;
 pub(crate) use ctx::Ctx;
+pub use h2::{H2c, Http2Conn};
+pub use settings::ConnSettings;
 
 use std::rc::Rc;
 use std::sync::Arc;

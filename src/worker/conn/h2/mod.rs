@@ -1,8 +1,9 @@
 //! HTTP/2 connections (RFC 9113), framed by the `h2` crate, answered through
 //! the same dispatch as HTTP/1.1.
 //!
-//! Owns an HTTP/2 connection's life: the settings it advertises, the task
-//! that drives `h2` and its streams, GOAWAY on a drain, an idle connection's
+//! Owns an HTTP/2 connection's life: the settings it applies ([`Http2Conn`],
+//! [`H2c`]: what `config` validated) and advertises, the task that drives
+//! `h2` and its streams, GOAWAY on a drain, an idle connection's
 //! end, and the connection-level defences. Does not own framing, HPACK or
 //! flow-control bookkeeping (the `h2` crate), what a request means (the
 //! dispatch and the service), nor the TLS handshake (`transport`).
@@ -16,7 +17,9 @@
 //!    `--header-timeout`. Our SETTINGS: `--h2-max-concurrent-streams`
 //!    (REFUSED_STREAM past it), `--h2-max-header-list-bytes` (a larger
 //!    header block, in however many CONTINUATION frames, is refused),
-//!    `--h2-header-table-bytes` (the HPACK table we keep for the client).
+//!    `--h2-header-table-bytes` (the HPACK table we keep for the client),
+//!    `--h2-initial-window-bytes` (the request-body window of each stream
+//!    and of the connection).
 //! 3. One task polls `h2` and every open stream (`stream::answer`) together:
 //!    streams never outlive their connection, and no stream is a task of
 //!    its own.
@@ -51,6 +54,7 @@ use super::super::registry::Registration;
 use super::budget::ConnBudget;
 use super::Ctx;
 use crate::app::{Connection, Service};
+use crate::choice::choice;
 use crate::telemetry::WorkerStats;
 
 pub(crate) use io::{Prefixed, Tls};
@@ -88,6 +92,47 @@ enum Event {
     Closed(Option<h2::Error>),
     /// The socket failed under our writes.
     Broken(std::io::Error),
+}
+
+choice! {
+    /// HTTP/2 over cleartext on the plain listeners.
+    pub enum H2c {
+        /// A connection that opens with the HTTP/2 preface is HTTP/2; any
+        /// other is HTTP/1.1. `Upgrade: h2c` (deprecated by RFC 9113 §3.1)
+        /// is not offered: the request is answered over HTTP/1.1.
+        PriorKnowledge = "prior-knowledge",
+        /// Plain listeners speak HTTP/1.1 only.
+        Off = "off",
+    }
+}
+
+/// What each HTTP/2 connection applies: `serve` below and the streams read
+/// these fields, and the h2c check of `h1` reads `h2c`. Each is a setting
+/// marked `h2` in `config/raw.rs`'s table, which fills them by name: a new
+/// `--h2-*` setting is its entry there, its field here with the code that
+/// applies it, and its row in docs/http2.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Conn {
+    /// `--h2c`.
+    pub h2c: H2c,
+    /// `--h2-max-concurrent-streams`.
+    pub max_concurrent_streams: usize,
+    /// `--h2-max-header-list-bytes`.
+    pub max_header_list_bytes: usize,
+    /// `--h2-header-table-bytes`.
+    pub header_table_bytes: usize,
+    /// `--h2-max-resets`: client resets allowed per connection in
+    /// `stream::RESET_WINDOW`.
+    pub max_resets: usize,
+    /// `--h2-initial-window-bytes`.
+    pub initial_window_bytes: usize,
+}
+
+impl Http2Conn {
+    /// Whether a plain connection opening with the HTTP/2 preface is HTTP/2.
+    pub fn h2c(&self) -> bool {
+        self.h2c == H2c::PriorKnowledge
+    }
 }
 
 /// Serve one HTTP/2 connection over `io` (the open-connection gauge is the

@@ -25,7 +25,7 @@ use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::Either;
@@ -42,10 +42,12 @@ use super::send::{self, refusal_of, send, Gone, Tally};
 use crate::app::body::Feed;
 use crate::app::response::from_static;
 use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service};
-use crate::config::http2::RESET_WINDOW;
 use crate::http::error::{on_error, Refusal};
 use crate::http::ParseError;
 use crate::telemetry::{Protocol, WorkerStats};
+
+/// The window `--h2-max-resets` counts over.
+pub(crate) const RESET_WINDOW: Duration = Duration::from_secs(10);
 
 /// What the streams of one connection tell it, and share.
 pub(super) struct Shared {

@@ -1,0 +1,51 @@
+//! What every connection of a worker applies, as validated
+//! ([`ConnSettings`]): the connection layer's own settings type, with
+//! HTTP/2's (`h2::Http2Conn`, declared where it is applied).
+//!
+//! Owns the type; `config` builds it from the settings table and the
+//! workers take it as it is.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use super::h2::Http2Conn;
+use crate::http::Limits;
+
+/// What every worker applies to its connections, as validated: the workers
+/// take it as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnSettings {
+    /// The request head's limits.
+    pub limits: Limits,
+    /// Time to receive a request head.
+    pub header_timeout: Duration,
+    /// Silence allowed between two reads of a request body.
+    pub body_timeout: Duration,
+    /// Time a kept-alive connection may idle.
+    pub keepalive_timeout: Duration,
+    /// Longest wait for a client to take more response bytes.
+    pub send_timeout: Duration,
+    /// Prepared, unsent response bytes one connection may hold.
+    pub output_buffer_bytes: usize,
+    /// The same for all of a worker's connections together.
+    pub worker_output_bytes: usize,
+    /// Open connections per worker.
+    pub max_connections: NonZeroUsize,
+    /// `--max-connections-total`: the global cap the shared budget enforces.
+    pub max_connections_total: Option<u64>,
+    /// Time allowed for a TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Lingering close: time in all, silence between reads, bytes discarded.
+    pub lingering_time: Duration,
+    pub lingering_timeout: Duration,
+    pub lingering_bytes: u64,
+    /// Largest request body (413 past it).
+    pub max_body_bytes: u64,
+    /// From SIGTERM: connections still open then are cut. A worker keeps it
+    /// itself when its supervisor is gone.
+    pub drain_timeout: Duration,
+    /// From SIGTERM: workers still alive then are reported and abandoned.
+    pub force_timeout: Duration,
+    /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
+    pub http2: Http2Conn,
+}
