@@ -549,3 +549,45 @@ mod colour_tests {
         assert!(colour(true, Some(std::ffi::OsStr::new(""))));
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+
+    /// A worker process's counters cross to the supervisor in a beat's
+    /// snapshot: each protocol's requests and responses arrive as they were
+    /// counted, and a beat from a binary without the HTTP/2 share (the
+    /// field absent) reads as all HTTP/1.
+    #[test]
+    fn a_snapshot_carries_each_protocols_counts() {
+        let worker = WorkerStats::default();
+        for _ in 0..3 {
+            worker.request(Protocol::Http1);
+            worker.response(Protocol::Http1, 200);
+        }
+        worker.request(Protocol::Http2);
+        worker.response(Protocol::Http2, 404);
+        let snapshot = Snapshot::take(&worker);
+        assert_eq!((snapshot.requests, snapshot.h2_requests), (4, 1));
+        let json = serde_json::to_string(&snapshot).unwrap();
+        let back: Snapshot = serde_json::from_str(&json).unwrap();
+        let seen = WorkerStats::default();
+        back.store(&seen);
+        let get = |p: Protocol| WorkerStats::get(&seen.requests[p as usize]);
+        assert_eq!((get(Protocol::Http1), get(Protocol::Http2)), (3, 1));
+        let class = |p: Protocol, c: usize| WorkerStats::get(&seen.responses[p as usize][c]);
+        assert_eq!(class(Protocol::Http1, 2), 3);
+        assert_eq!(class(Protocol::Http2, 4), 1);
+        assert_eq!(class(Protocol::Http2, 2), 0);
+
+        let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let map = old.as_object_mut().unwrap();
+        map.remove("h2_requests");
+        map.remove("h2_responses");
+        let old: Snapshot = serde_json::from_value(old).unwrap();
+        let seen = WorkerStats::default();
+        old.store(&seen);
+        let get = |p: Protocol| WorkerStats::get(&seen.requests[p as usize]);
+        assert_eq!((get(Protocol::Http1), get(Protocol::Http2)), (4, 0));
+    }
+}
