@@ -6,6 +6,10 @@
 //! the head into the connection's head buffer and no formatting; the body is
 //! written from the cache's own `Bytes`. The connection adds the
 //! per-request fields (`Date`, `Connection`) and the blank line.
+//!
+//! A streamed body of unknown length is framed here too ([`chunk_size_line`],
+//! [`CHUNK_END`], [`last_chunk_with_trailers`]): the connection writes what
+//! these return and knows nothing of the wire format.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -348,6 +352,30 @@ pub fn write_service_head(
     write_tail(out, date, persistence);
 }
 
+/// The end of a chunk's data (RFC 9112 §7.1).
+pub const CHUNK_END: &[u8] = b"\r\n";
+/// The last chunk of a chunked body without trailers, and the body's end.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// The size line that opens a chunk of `len` bytes (hex, RFC 9112 §7.1).
+pub fn chunk_size_line(len: usize) -> Bytes {
+    Bytes::from(format!("{len:x}\r\n"))
+}
+
+/// The last chunk of a chunked body with its trailer fields, and the
+/// body's end (RFC 9112 §7.1.2).
+pub fn last_chunk_with_trailers(trailers: &http::HeaderMap) -> Bytes {
+    let mut block = b"0\r\n".to_vec();
+    for (name, value) in trailers {
+        block.extend_from_slice(name.as_str().as_bytes());
+        block.extend_from_slice(b": ");
+        block.extend_from_slice(value.as_bytes());
+        block.extend_from_slice(b"\r\n");
+    }
+    block.extend_from_slice(b"\r\n");
+    Bytes::from(block)
+}
+
 /// Append the complete head of `resp` (ending in the blank line) to `out`
 /// (a `Vec<u8>`, or the connection's `BytesMut` head buffer).
 pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persistence: Persistence) {
@@ -471,6 +499,22 @@ mod tests {
             assert_eq!(head(&prebuilt), head(&listed));
             assert!(head(&prebuilt).contains("X-Added: 1\r\n"));
         }
+    }
+
+    #[test]
+    fn a_chunked_body_is_framed_as_rfc_9112_says() {
+        assert_eq!(&chunk_size_line(0x1a2)[..], b"1a2\r\n");
+        assert_eq!(&chunk_size_line(1)[..], b"1\r\n");
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-digest", http::HeaderValue::from_static("abc"));
+        assert_eq!(
+            &last_chunk_with_trailers(&trailers)[..],
+            b"0\r\nx-digest: abc\r\n\r\n"
+        );
+        assert_eq!(
+            &last_chunk_with_trailers(&http::HeaderMap::new())[..],
+            LAST_CHUNK
+        );
     }
 
     #[test]

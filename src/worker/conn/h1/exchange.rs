@@ -49,7 +49,9 @@ use crate::app::{head, into_body, Body, BoxError, Request, RequestBody, Service}
 use crate::http::body::Framing;
 use crate::http::error::Refusal;
 use crate::http::finish::{declared_length, length, Length};
-use crate::http::response::{write_service_head, Delimit};
+use crate::http::response::{
+    chunk_size_line, last_chunk_with_trailers, write_service_head, Delimit, CHUNK_END, LAST_CHUNK,
+};
 use crate::http::{self, Persistence, Version};
 use crate::telemetry::{Protocol, WorkerStats};
 
@@ -423,7 +425,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                 None => {
                     return match delimit {
                         Delimit::Chunked => {
-                            self.output.push_mem(Bytes::from_static(b"0\r\n\r\n"));
+                            self.output.push_mem(Bytes::from_static(LAST_CHUNK));
                             self.flush().await
                         }
                         Delimit::Length(n) => sent == n,
@@ -442,11 +444,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                         sent += data.len() as u64;
                         match delimit {
                             Delimit::Chunked => {
-                                let mut line = itoa_hex(data.len());
-                                line.extend_from_slice(b"\r\n");
-                                self.output.push_mem(Bytes::from(line));
+                                self.output.push_mem(chunk_size_line(data.len()));
                                 self.output.push_mem(data);
-                                self.output.push_mem(Bytes::from_static(b"\r\n"));
+                                self.output.push_mem(Bytes::from_static(CHUNK_END));
                             }
                             Delimit::Length(n) if sent > n => {
                                 tracing::debug!("response body longer than its length: closed");
@@ -458,15 +458,7 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
                     Err(frame) => {
                         // Trailers end the body; only chunked carries them.
                         if let (Ok(trailers), Delimit::Chunked) = (frame.into_trailers(), delimit) {
-                            let mut block = b"0\r\n".to_vec();
-                            for (name, value) in &trailers {
-                                block.extend_from_slice(name.as_str().as_bytes());
-                                block.extend_from_slice(b": ");
-                                block.extend_from_slice(value.as_bytes());
-                                block.extend_from_slice(b"\r\n");
-                            }
-                            block.extend_from_slice(b"\r\n");
-                            self.output.push_mem(Bytes::from(block));
+                            self.output.push_mem(last_chunk_with_trailers(&trailers));
                             return self.flush().await;
                         }
                     }
@@ -592,9 +584,4 @@ impl http_body::Body for Prepend {
     fn is_end_stream(&self) -> bool {
         self.first.is_none() && self.rest.is_end_stream()
     }
-}
-
-/// A chunk-size line's hex digits.
-fn itoa_hex(n: usize) -> Vec<u8> {
-    format!("{n:x}").into_bytes()
 }
