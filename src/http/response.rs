@@ -279,24 +279,47 @@ fn write_fields(
     fields: &[(Cow<'static, str>, Cow<'static, str>)],
     content_length: u64,
 ) {
-    out.put_slice(b"HTTP/1.1 ");
     let mut code = itoa::Buffer::new();
-    out.put_slice(code.format(status.code()).as_bytes());
-    out.put_u8(b' ');
-    out.put_slice(status.reason().as_bytes());
-    out.put_slice(b"\r\n");
+    write_status_line(out, code.format(status.code()), status.reason());
     out.put_slice(SERVER_FIELD);
     for (name, value) in fields {
-        out.put_slice(name.as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
+        write_field(out, name.as_bytes(), value.as_bytes());
     }
     if !status.has_no_body() {
-        out.put_slice(b"Content-Length: ");
-        let mut n = itoa::Buffer::new();
-        out.put_slice(n.format(content_length).as_bytes());
-        out.put_slice(b"\r\n");
+        write_delimit(out, Delimit::Length(content_length));
+    }
+}
+
+/// `HTTP/1.1 <code> <reason>` and its CRLF: every head's first line.
+#[inline]
+fn write_status_line(out: &mut impl BufMut, code: &str, reason: &str) {
+    out.put_slice(b"HTTP/1.1 ");
+    out.put_slice(code.as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(reason.as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// One field line.
+#[inline]
+fn write_field(out: &mut impl BufMut, name: &[u8], value: &[u8]) {
+    out.put_slice(name);
+    out.put_slice(b": ");
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
+}
+
+/// The framing field `delimit` says (RFC 9112 §6): a length, chunked, or none.
+#[inline]
+fn write_delimit(out: &mut impl BufMut, delimit: Delimit) {
+    match delimit {
+        Delimit::Length(n) => {
+            out.put_slice(b"Content-Length: ");
+            out.put_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        Delimit::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
+        Delimit::Neither => {}
     }
 }
 
@@ -323,32 +346,20 @@ pub fn write_service_head(
     date: &[u8],
     persistence: Persistence,
 ) {
-    out.put_slice(b"HTTP/1.1 ");
-    out.put_slice(status.as_str().as_bytes());
-    out.put_u8(b' ');
-    out.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.put_slice(b"\r\n");
+    write_status_line(
+        out,
+        status.as_str(),
+        status.canonical_reason().unwrap_or(""),
+    );
     if !fields.contains_key(http::header::SERVER) {
         out.put_slice(SERVER_FIELD);
     }
     for (name, value) in fields {
-        if connection_field(name) {
-            continue;
+        if !connection_field(name) {
+            write_field(out, name.as_str().as_bytes(), value.as_bytes());
         }
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
     }
-    match delimit {
-        Delimit::Length(n) => {
-            out.put_slice(b"Content-Length: ");
-            out.put_slice(itoa::Buffer::new().format(n).as_bytes());
-            out.put_slice(b"\r\n");
-        }
-        Delimit::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
-        Delimit::Neither => {}
-    }
+    write_delimit(out, delimit);
     write_tail(out, date, persistence);
 }
 
