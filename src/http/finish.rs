@@ -52,7 +52,8 @@ pub fn length(status: u16, head_method: bool, declared: Option<u64>, body: Optio
     }
 }
 
-/// The `Content-Length` a service set, when it is one number.
+/// The `Content-Length` of a header map (a service's response, an HTTP/2
+/// request), when it is one number.
 pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
     headers
         .get(http::header::CONTENT_LENGTH)

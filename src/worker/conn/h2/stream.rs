@@ -122,11 +122,7 @@ pub(super) fn answer<'a, H: Service>(
     });
     let head_only = parts.method == http::Method::HEAD;
     let max_body = ctx.settings.max_body_bytes;
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = crate::http::finish::declared_length(&parts.headers);
     let refused = match authority_error(&parts) {
         Some(e) => Some(Refusal::Parse(e)),
         None => declared
