@@ -12,7 +12,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use super::raw::Checked;
+use super::raw::{field, Checked};
 use super::setting::Field;
 use super::Error;
 use crate::http::Limits;
@@ -22,6 +22,7 @@ pub use crate::worker::ConnSettings;
 /// supervision rules settled it.
 pub(super) fn conn(c: &Checked, force_timeout: Duration) -> Result<ConnSettings, Error> {
     let (output_buffer_bytes, worker_output_bytes) = output(c)?;
+    body_windows(c)?;
     Ok(ConnSettings {
         limits: head(c),
         header_timeout: c.header_timeout,
@@ -136,6 +137,32 @@ pub(crate) fn total_connections(field: Field, n: u64) -> Result<u64, Error> {
     Ok(n)
 }
 
+/// The most unread request-body bytes one worker's HTTP/2 connections may
+/// be sent ahead of their services: `--h2-initial-window-bytes` (each
+/// connection's window) times `--max-connections`. The defaults come to
+/// just under 1 GiB (RFC 9113's 65,535 × 16,384), and a larger window must
+/// fit within it with fewer connections.
+pub const MAX_WORKER_BODY_WINDOWS: u64 = 1 << 30;
+
+/// `--h2-initial-window-bytes` × `--max-connections` within
+/// [`MAX_WORKER_BODY_WINDOWS`]: a per-connection window is no bound on a
+/// worker that holds 16,384 connections.
+fn body_windows(c: &Checked) -> Result<(), Error> {
+    let window = c.h2_initial_window_bytes as u64;
+    let connections = c.max_connections.get() as u64;
+    if window.saturating_mul(connections) <= MAX_WORKER_BODY_WINDOWS {
+        return Ok(());
+    }
+    Err(field::h2_initial_window_bytes.invalid(format!(
+        "{window} bytes on each of --max-connections {connections} lets a worker be sent \
+         {} MiB of request bodies its services have not read (at most {} MiB); lower it, or \
+         --max-connections to at most {}",
+        window.saturating_mul(connections) >> 20,
+        MAX_WORKER_BODY_WINDOWS >> 20,
+        MAX_WORKER_BODY_WINDOWS / window
+    )))
+}
+
 /// The protocol core's head limits; a request line never exceeds the head.
 pub(super) fn head(c: &Checked) -> Limits {
     Limits {
@@ -177,6 +204,31 @@ mod tests {
             ..raw()
         };
         assert!(err(r).starts_with("--lingering-bytes: must be at least 1"));
+    }
+
+    #[test]
+    fn body_windows_are_bounded_per_worker() {
+        use crate::config::tests::{err, ok, raw};
+        use crate::config::{RawConfig, Size};
+        // The defaults fit.
+        assert_eq!(ok(raw()).conn.http2.initial_window_bytes, 65_535);
+        // 1 MiB windows on 16,384 connections would be 16 GiB a worker.
+        let big = RawConfig {
+            h2_initial_window_bytes: Some(Size(1 << 20)),
+            ..raw()
+        };
+        let e = err(big.clone());
+        assert!(
+            e.starts_with("--h2-initial-window-bytes: 1048576 bytes"),
+            "{e}"
+        );
+        assert!(e.contains("16384 MiB") && e.contains("at most 1024"), "{e}");
+        // With as many connections as it names, it is taken.
+        let fits = RawConfig {
+            max_connections: Some(1024),
+            ..big
+        };
+        assert_eq!(ok(fits).conn.http2.initial_window_bytes, 1 << 20);
     }
 
     #[test]

@@ -414,11 +414,11 @@ fn a_service_that_does_not_read_shuts_the_window(driver: &str) {
 /// 1 MiB upload to a service that reads then arrives whole.
 fn a_larger_initial_window_lets_that_much_ahead_and_no_more(driver: &str) {
     const WINDOW: usize = 256 * 1024;
-    let app = App::with(
-        AppServer::builder()
-            .driver(driver)
-            .raw(|r| r.h2_initial_window_bytes = Some(servery::config::Size(WINDOW as u64))),
-    );
+    let app = App::with(AppServer::builder().driver(driver).raw(|r| {
+        r.h2_initial_window_bytes = Some(servery::config::Size(WINDOW as u64));
+        // A worker's windows together stay within 1 GiB.
+        r.max_connections = Some(1024);
+    }));
     let mut client = Client::connect(app.server.addr());
     // One exchange first: the server's SETTINGS and its connection
     // WINDOW_UPDATE come before its first answer, so the client knows the
