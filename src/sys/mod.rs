@@ -15,6 +15,8 @@
 //! - `spawn`: a worker process's new session and control fd 3.
 //! - `shm`: the shared connection-budget counter (memfd + mmap).
 //! - `iovec`: vectored writes straight from `Bytes` (cached bodies, heads).
+//! - `rent`: safe views of monoio's owned buffers, for transports that
+//!   fill and drain them in user space (TLS).
 //! - `heap`: malloc's free bytes, and giving free pages back (malloc_trim).
 
 pub mod affinity;
@@ -24,6 +26,7 @@ pub mod iovec;
 pub mod openat2;
 pub mod pidfd;
 pub mod priority;
+pub mod rent;
 pub mod sendfile;
 pub mod shm;
 pub mod socket;

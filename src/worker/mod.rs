@@ -217,7 +217,7 @@ async fn lifecycle<F: ServiceFactory>(
         registry: Rc::new(Registry::new(init.budget.clone())),
         draining: Cell::new(false),
         driver,
-        pool: conn::Pool::default(),
+        pool: Rc::default(),
         heads: RefCell::new(bytes::BytesMut::new()),
         panic_on: fault::panic_target(),
         log: init

@@ -28,7 +28,7 @@ pub(crate) struct Ctx<H> {
     /// The driver this worker runs on.
     pub driver: Driver,
     /// Read buffers for this worker's connections.
-    pub pool: super::Pool,
+    pub pool: Rc<super::Pool>,
     /// The head arena: response heads of all this worker's connections are
     /// formatted here and split off (see `conn::output`).
     pub heads: RefCell<bytes::BytesMut>,

@@ -91,27 +91,25 @@ pub(crate) async fn serve_tls<H: Service>(
     config: Arc<rustls::ServerConfig>,
     facts: Connection,
 ) {
-    let Some((tcp, session, facts)) =
+    let Some((tls, facts)) =
         transport::handshake_within(stream, &registration, &ctx, config, facts).await
     else {
         return;
     };
-    match session.alpn_protocol() {
+    match tls.session().alpn() {
         Some(crate::acme::ACME_TLS_ALPN) => {}
         Some(b"h2") => {
             let _gauge = OpenGauge::new(&ctx.stats);
+            let (tcp, session) = tls.into_parts();
             match tcp.try_into_poll_io() {
                 Ok(tcp) => {
-                    let tls = h2::Tls::new(tcp, session);
+                    let tls = h2::Tls::new(tcp, session, Rc::clone(&ctx.pool));
                     Box::pin(h2::serve(tls, &registration, &ctx, facts)).await;
                 }
                 Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
             }
         }
-        _ => {
-            let tls = monoio_rustls::ServerTlsStream::new(tcp, session);
-            http1_then_h2c(tls, registration, ctx, facts).await
-        }
+        _ => http1_then_h2c(tls, registration, ctx, facts).await,
     }
 }
 

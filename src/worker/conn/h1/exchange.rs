@@ -506,11 +506,12 @@ enum Event<R> {
 }
 
 /// Whether the client has gone (EOF or reset), once the connection is
-/// readable; pending forever over TLS (whose readiness may be its own
-/// records). `false`: bytes came (a pipelined request), so readiness says
-/// nothing more until they are read.
+/// readable; pending forever while the stream holds received bytes above
+/// the socket (TLS plaintext or part of a record: readiness would not show
+/// them). `false`: bytes came (a pipelined request, a TLS record), so
+/// readiness says nothing more until they are read.
 async fn client_gone<T: Transport>(stream: &mut T) -> bool {
-    let Some(tcp) = stream.tcp() else {
+    let Some(tcp) = stream.idle_socket() else {
         return std::future::pending().await;
     };
     match tcp.readable(false).await {

@@ -49,7 +49,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, Canceller};
+use monoio::io::Canceller;
 
 use super::super::registry::{Registration, DRAIN_LINGER};
 use super::super::Driver;
@@ -74,11 +74,6 @@ use input::Input;
 /// microseconds; a browser's idle connection waits seconds. 10 ms keeps the
 /// busy path at one read per request and idle connections bufferless.
 const IDLE_GRACE: Duration = Duration::from_millis(10);
-
-/// The plaintext buffer an idle TLS connection waits with (it cannot park:
-/// see `Conn::read_idle`). Small, so the wait costs little besides the TLS
-/// stream's own buffers; not pooled, as it is not the pool's size.
-const TLS_IDLE_READ_BYTES: usize = 1024;
 
 /// A connection that opened with HTTP/2's preface, handed back to the
 /// connection layer's one protocol choice (`conn::serve`).
@@ -482,25 +477,32 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     }
 
     /// The grace of an idle wait: for [`IDLE_GRACE`] (at most `wait`) the
-    /// connection keeps its queue and iovec storage (and, on io_uring, a
-    /// read in flight with a pooled buffer). `None` when the grace passed
-    /// with nothing read: everything has gone back, and the caller waits
-    /// for readiness outside the busy loop ([`Conn::wait_idle`]). TLS keeps
-    /// a read in flight for the whole wait: rustls may hold decrypted bytes
-    /// the socket's readiness would not show.
+    /// connection keeps its queue and iovec storage (and, on io_uring over
+    /// plain TCP, a read in flight with a pooled buffer). `None` when the
+    /// grace passed with nothing read: everything has gone back, and the
+    /// caller waits for readiness outside the busy loop
+    /// ([`Conn::wait_idle`]). Over TLS the grace waits for readiness, since
+    /// what the socket holds is ciphertext for the stream to read; and while
+    /// the stream holds plaintext or part of a record, readiness would not
+    /// show it, so it reads for the whole wait instead.
     async fn read_idle(&mut self, wait: Duration) -> Option<Read> {
         let pool = &self.ctx.pool;
         self.input.release(pool);
         let grace = IDLE_GRACE.min(wait);
-        let Some(tcp) = self.stream.tcp() else {
-            // TLS: the plaintext of a whole head rarely needs more than this,
-            // and a longer one grows the buffer as any partial head does.
-            let buf = Vec::with_capacity(TLS_IDLE_READ_BYTES);
-            return Some(read_timed(&mut self.stream, buf, wait).await);
-        };
-        let early = match self.ctx.driver {
-            Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
-            Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
+        let early = if S::ENCRYPTS {
+            let Some(tcp) = self.stream.idle_socket() else {
+                return Some(read_timed(&mut self.stream, pool.take(), wait).await);
+            };
+            match monoio::time::timeout(grace, tcp.readable(false)).await {
+                Ok(_) => Some(read_timed(&mut self.stream, pool.take(), wait).await),
+                Err(_) => None,
+            }
+        } else {
+            let tcp = self.stream.tcp()?;
+            match self.ctx.driver {
+                Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
+                Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
+            }
         };
         if early.is_none() {
             self.output.release();
@@ -516,18 +518,19 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// or the sweeper shut it).
     async fn wait_idle(&mut self, registration: &Registration, left: Duration) -> bool {
         let pool = &self.ctx.pool;
-        let Some(tcp) = self.stream.tcp() else {
+        let Some(tcp) = self.stream.idle_socket() else {
             return false;
         };
         registration.set_idle(self.served_any);
         registration.park(left);
         let got = match tcp.readable(false).await {
             // Still parked: a spurious wake-up leaves this read waiting, and
-            // the sweeper can still end it.
+            // the sweeper can still end it. Over TLS the read goes through
+            // the stream, which reads on until a record is whole.
             Ok(()) => {
                 let buf = pool.take();
                 let cap = buf.capacity();
-                let (res, slice) = tcp.read(buf.slice_mut(0..cap)).await;
+                let (res, slice) = self.stream.read_woken(buf.slice_mut(0..cap)).await;
                 settle(res, slice.into_inner())
             }
             Err(_) => Read::Closed(None),
@@ -547,7 +550,11 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
                 if let Some(b) = buf {
                     pool.give(b);
                 }
-                // Plain TCP between requests: closing is dropping.
+                // Plain TCP between requests: closing is dropping. TLS says
+                // close_notify first (the sweeper shut only the read side).
+                if S::ENCRYPTS {
+                    self.close(registration, false).await;
+                }
                 false
             }
         }

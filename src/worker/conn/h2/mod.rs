@@ -39,6 +39,7 @@ mod io;
 mod outbox;
 mod send;
 mod stream;
+mod tls;
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
@@ -57,7 +58,8 @@ use crate::app::{Connection, Service};
 use crate::choice::choice;
 use crate::telemetry::WorkerStats;
 
-pub(crate) use io::{Prefixed, Tls};
+pub(crate) use io::Prefixed;
+pub(crate) use tls::Tls;
 
 /// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

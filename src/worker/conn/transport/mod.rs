@@ -1,0 +1,171 @@
+//! Transports: what a connection runs over (plain TCP, or TLS on TCP), and
+//! the TLS handshake that turns an accepted socket into the latter.
+//!
+//! The HTTP/1.1 loop is generic over [`Transport`]; the sender asks it
+//! whether the socket is reachable for zero-copy file bodies (`tcp`) and
+//! whether bytes are encrypted in user space (`ENCRYPTS`); the idle wait
+//! asks whether anything is buffered above the socket (`idle_socket`), so a
+//! TLS connection parks like a plain one when nothing is. Which protocol a
+//! connection speaks is not decided here but in `conn::serve` and
+//! `conn::serve_tls`, from the handshake's ALPN or the first bytes.
+//!
+//! TLS is ours over rustls's unbuffered API: `session` (I/O-free: the
+//! session and its bounded buffers; `hello` reads the SNI), `tls` (the
+//! owned-buffer stream HTTP/1.1 runs on, and the handshake); HTTP/2 drives
+//! the same session in poll style (`h2::io`). Decision record:
+//! docs/decisions/0015-tls-transport.md.
+
+mod hello;
+pub(crate) mod session;
+mod tls;
+
+pub(crate) use tls::TlsStream;
+
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::buf::SliceMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use monoio::net::tcp::stream_poll::TcpStreamPoll;
+use monoio::net::TcpStream;
+use monoio::BufResult;
+
+use super::super::registry::Registration;
+use super::Ctx;
+use crate::telemetry::WorkerStats;
+use session::Error;
+
+/// What a connection runs over: plain TCP, or TLS on TCP.
+pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
+    /// The socket itself, when response bytes go to it unchanged (so file
+    /// bodies can be sent zero-copy); `None` for TLS, which must encrypt.
+    fn tcp(&mut self) -> Option<&mut TcpStream>;
+    /// The socket, when nothing received waits above it (no plaintext, no
+    /// partial record), so its readiness is the connection's: the idle
+    /// wait parks on it. A TLS stream first gives its empty buffers back.
+    fn idle_socket(&mut self) -> Option<&mut TcpStream>;
+    /// Bytes are encrypted in user space (TLS): in-memory pieces are staged
+    /// into one plaintext write, a read must go through the stream (what
+    /// the socket holds is ciphertext), and closing first says so
+    /// in-protocol (close_notify, RFC 8446 §6.1).
+    const ENCRYPTS: bool;
+    /// The stream may turn HTTP/2 by the h2c preface (plain TCP; a TLS
+    /// connection chose its protocol by ALPN in the handshake).
+    const H2C: bool;
+    /// The socket in poll style, for `h2` (only asked when [`Transport::H2C`]).
+    fn into_poll(self) -> io::Result<TcpStreamPoll>;
+    /// The read after an idle wait, as a future small enough to stay in the
+    /// connection's task for its life: a TLS read (which may send, and
+    /// reads on until a record is whole) is boxed, since it runs once a
+    /// wake-up while the task keeps room for its largest state always.
+    fn read_woken(
+        &mut self,
+        buf: SliceMut<Vec<u8>>,
+    ) -> impl std::future::Future<Output = BufResult<usize, SliceMut<Vec<u8>>>>;
+}
+
+impl Transport for TcpStream {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+    fn idle_socket(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+    const ENCRYPTS: bool = false;
+    const H2C: bool = true;
+    fn into_poll(self) -> io::Result<TcpStreamPoll> {
+        self.try_into_poll_io().map_err(|(e, _)| e)
+    }
+    fn read_woken(
+        &mut self,
+        buf: SliceMut<Vec<u8>>,
+    ) -> impl std::future::Future<Output = BufResult<usize, SliceMut<Vec<u8>>>> {
+        self.read(buf)
+    }
+}
+
+impl Transport for TlsStream {
+    fn tcp(&mut self) -> Option<&mut TcpStream> {
+        None
+    }
+    fn idle_socket(&mut self) -> Option<&mut TcpStream> {
+        if !self.drained() {
+            return None;
+        }
+        self.release();
+        Some(self.socket())
+    }
+    const ENCRYPTS: bool = true;
+    const H2C: bool = false;
+    fn into_poll(self) -> io::Result<TcpStreamPoll> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    fn read_woken(
+        &mut self,
+        buf: SliceMut<Vec<u8>>,
+    ) -> impl std::future::Future<Output = BufResult<usize, SliceMut<Vec<u8>>>> {
+        Box::pin(self.read(buf))
+    }
+}
+
+/// The handshake of a connection on a TLS listener, bounded by the
+/// handshake timeout and counted: the stream and the connection's facts
+/// with what TLS settled (ALPN, version, resumption, the SNI's site);
+/// `None` when it failed (the connection is closed, after an alert saying
+/// why when the peer spoke TLS). A client speaking plain HTTP to the TLS
+/// port fails on its first byte; it is counted and closed without an error
+/// log.
+pub(super) async fn handshake_within<H>(
+    stream: TcpStream,
+    registration: &Registration,
+    ctx: &Ctx<H>,
+    config: Arc<rustls::ServerConfig>,
+    facts: crate::app::Connection,
+) -> Option<(TlsStream, crate::app::Connection)> {
+    let limit = ctx.settings.tls_handshake_timeout;
+    // Mid-handshake is not idle: a drain must let it finish (its request
+    // then gets `Connection: close`) rather than cut the client's hello.
+    registration.set_idle(false);
+    // Boxed: the handshake's state is large and lives only as long as it
+    // runs; inline, the connection's task would keep its size for life.
+    let accepted = Box::pin(TlsStream::accept(stream, config, Rc::clone(&ctx.pool)));
+    match monoio::time::timeout(limit, accepted).await {
+        Ok(Ok(tls)) => {
+            let session = tls.session();
+            WorkerStats::add(&ctx.stats.tls_handshakes, 1);
+            if session.resumed() {
+                WorkerStats::add(&ctx.stats.tls_resumed, 1);
+            }
+            let facts = crate::app::Connection {
+                tls: Some(crate::app::Tls {
+                    alpn: session.alpn().and_then(crate::app::Alpn::from_id),
+                    version: session.version().map(|v| match v {
+                        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+                        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+                        _ => "TLS",
+                    }),
+                    resumed: session.resumed(),
+                    site: session
+                        .sni()
+                        .and_then(|name| ctx.sites.route(name.as_bytes())),
+                }),
+                ..facts
+            };
+            return Some((tls, facts));
+        }
+        Ok(Err(Error::NotTls)) => {
+            WorkerStats::add(&ctx.stats.tls_plaintext, 1);
+            tracing::debug!("plain HTTP on a TLS listener; closed");
+        }
+        Ok(Err(e)) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!(error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            tracing::debug!("TLS handshake timed out");
+        }
+    }
+    None
+}

@@ -1,0 +1,242 @@
+//! TLS over a monoio socket with owned-buffer I/O: the stream HTTP/1.1 runs
+//! over on a TLS listener, and the handshake that makes it.
+//!
+//! Everything TLS is the [`Session`]'s; this file only moves bytes between
+//! its buffers and the socket: ciphertext is read into a buffer from the
+//! worker's pool and given back as soon as it is processed, plaintext is
+//! decrypted straight into the reader's buffer, and what a write encrypts
+//! leaves in one system call. A connection with nothing buffered here
+//! ([`TlsStream::drained`]) can wait on its socket's readiness holding no
+//! buffer at all, as a plain one does.
+
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::buf::{IoBuf, IoBufMut, IoVecBuf};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use monoio::net::TcpStream;
+use monoio::BufResult;
+
+use super::super::pool::Pool;
+use super::session::{Error, Got, Session};
+use crate::sys::rent;
+
+/// How much ciphertext buffer a busy connection keeps between writes; a
+/// larger one (a file's chunks) is freed when sent.
+const OUT_KEEP_BYTES: usize = 16 * 1024;
+
+/// A TLS connection on a socket.
+pub(crate) struct TlsStream {
+    tcp: TcpStream,
+    /// Boxed: rustls's connection is large, and inline it would widen every
+    /// future that holds the stream (the connection's task, for its life).
+    session: Box<Session>,
+    pool: Rc<Pool>,
+}
+
+impl TlsStream {
+    /// Run the server side of a handshake on `tcp`. Plaintext the client
+    /// sent with its last flight waits in the session for the first read.
+    pub(crate) async fn accept(
+        tcp: TcpStream,
+        config: Arc<rustls::ServerConfig>,
+        pool: Rc<Pool>,
+    ) -> Result<TlsStream, Error> {
+        let session = Box::new(Session::new(config)?);
+        let mut stream = TlsStream { tcp, session, pool };
+        loop {
+            let got = stream.session.read(|_| 0);
+            stream.send().await.map_err(io_to_tls)?;
+            match got? {
+                Got::NeedInput if stream.session.is_handshaking() => {}
+                Got::Closed if stream.session.is_handshaking() => {
+                    return Err(io_to_tls(io::ErrorKind::UnexpectedEof.into()))
+                }
+                _ => {
+                    stream.give_rx();
+                    return Ok(stream);
+                }
+            }
+            if !stream.receive().await.map_err(io_to_tls)? {
+                return Err(io_to_tls(io::ErrorKind::UnexpectedEof.into()));
+            }
+        }
+    }
+
+    /// The TLS session (ALPN, version, SNI, resumption).
+    pub(crate) fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The socket, for readiness waits and its options.
+    pub(crate) fn socket(&mut self) -> &mut TcpStream {
+        &mut self.tcp
+    }
+
+    /// Nothing received waits above the socket (see [`Session::drained`]).
+    pub(crate) fn drained(&self) -> bool {
+        self.session.drained()
+    }
+
+    /// Give every empty buffer back: what an idle connection does before it
+    /// parks.
+    pub(crate) fn release(&mut self) {
+        let pool = &self.pool;
+        self.session.release(|b| pool.give(b));
+    }
+
+    /// The socket and the session, for HTTP/2's poll-style adapter.
+    pub(crate) fn into_parts(mut self) -> (TcpStream, Box<Session>) {
+        self.release();
+        (self.tcp, self.session)
+    }
+
+    /// Send what the session has queued, all of it.
+    async fn send(&mut self) -> io::Result<()> {
+        while !self.session.out().is_empty() {
+            let (buf, at, end) = self.session.take_out();
+            let (res, slice) = self.tcp.write(buf.slice(at..end)).await;
+            let buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    self.session.put_out(buf, at, end);
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Ok(n) => self.session.put_out(buf, at + n, end),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    self.session.put_out(buf, at, end)
+                }
+                Err(e) => {
+                    self.session.put_out(buf, at, end);
+                    return Err(e);
+                }
+            }
+        }
+        self.session.release_out(OUT_KEEP_BYTES);
+        Ok(())
+    }
+
+    /// Read more ciphertext into the session, in a pooled buffer when it
+    /// has none. `false` at the end of the stream.
+    async fn receive(&mut self) -> io::Result<bool> {
+        if !self.session.has_rx_buffer() {
+            self.session.lend_rx(self.pool.take());
+        }
+        self.session.rx().map_err(tls_to_io)?;
+        let buf = self.session.take_rx();
+        let (len, cap) = (buf.len(), buf.capacity());
+        let (res, slice) = self.tcp.read(buf.slice_mut(len..cap)).await;
+        self.session.put_rx(slice.into_inner());
+        match res {
+            Ok(0) => Ok(false),
+            Ok(_) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The received-ciphertext buffer goes back to the pool when it holds
+    /// nothing.
+    fn give_rx(&mut self) {
+        if let Some(b) = self.session.take_empty_rx() {
+            self.pool.give(b);
+        }
+    }
+
+    /// Decrypt into `buf`: how many bytes, 0 at the end of the stream (the
+    /// peer's close_notify, or its FIN between records).
+    async fn read_into<T: IoBufMut>(&mut self, buf: &mut T) -> io::Result<usize> {
+        if buf.bytes_total() == 0 {
+            return Ok(0);
+        }
+        loop {
+            let mut done = 0;
+            let got = self.session.read(|p| {
+                let n = rent::append(buf, done, p);
+                done += n;
+                n
+            });
+            // A ticket, a key update's answer or an alert goes first.
+            self.send().await?;
+            match got.map_err(tls_to_io)? {
+                Got::Bytes(n) => {
+                    self.give_rx();
+                    return Ok(n);
+                }
+                Got::Closed => return Ok(0),
+                Got::NeedInput => {}
+            }
+            if !self.receive().await? {
+                // A FIN between records ends the stream as a close would;
+                // in the middle of one, the record is cut.
+                return if self.session.drained() {
+                    self.give_rx();
+                    Ok(0)
+                } else {
+                    Err(io::ErrorKind::UnexpectedEof.into())
+                };
+            }
+        }
+    }
+
+    /// Encrypt `data` and send it: how much of it was taken.
+    async fn write_from(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = match self.session.encrypt(data) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = self.send().await;
+                return Err(tls_to_io(e));
+            }
+        };
+        self.send().await?;
+        Ok(n)
+    }
+}
+
+impl AsyncReadRent for TlsStream {
+    async fn read<T: IoBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
+        let res = self.read_into(&mut buf).await;
+        (res, buf)
+    }
+
+    async fn readv<T: monoio::buf::IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        // Not used by the connection; a vectored read over TLS would decrypt
+        // into the first buffer only anyway.
+        (Err(io::ErrorKind::Unsupported.into()), buf)
+    }
+}
+
+impl AsyncWriteRent for TlsStream {
+    async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        let res = self.write_from(rent::filled(&buf)).await;
+        (res, buf)
+    }
+
+    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        // One staged plaintext, so small pieces make full records.
+        let mut staged = Vec::new();
+        rent::gather(&buf, &mut staged);
+        let res = self.write_from(&staged).await;
+        (res, buf)
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        self.send().await
+    }
+
+    /// close_notify, then the FIN (RFC 8446 §6.1).
+    async fn shutdown(&mut self) -> io::Result<()> {
+        let said = self.session.close_notify();
+        self.send().await?;
+        said.map_err(tls_to_io)?;
+        self.tcp.shutdown().await
+    }
+}
+
+fn tls_to_io(e: Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn io_to_tls(e: io::Error) -> Error {
+    Error::Io(e)
+}

@@ -1,0 +1,222 @@
+//! What an idle TLS keep-alive connection costs the server: 1,000
+//! connections each make one request over TLS 1.3 (HTTP/1.1, or HTTP/2 by
+//! ALPN) and stay open; the server's resident memory (VmRSS of the spawned
+//! process, from `/proc/<pid>/status`) may grow by at most
+//! [`IDLE_TLS_HTTP1_BYTES`] (HTTP/1.1) or [`IDLE_TLS_H2_BYTES`] (HTTP/2)
+//! each. An idle TLS connection gives its buffers back and parks like a
+//! plain one (issue 26), holding only rustls's state.
+//!
+//! One worker, self-signed identity (the client pins its fingerprint),
+//! both drivers (`driver_tests!`). Listens and connects on 127.0.0.1 only;
+//! every socket and the server close when the test ends.
+
+#[macro_use]
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::tls::{self, Tls, TLS13};
+use common::{rss_bytes, TestServer};
+
+const KIB: usize = 1024;
+/// Connections each test holds idle.
+const IDLE_CONNECTIONS: usize = 1_000;
+/// An idle HTTP/1.1 TLS connection: ~6 KB measured (it was 42.5 KB with
+/// monoio-rustls's buffers), of which rustls's own session (keys, state)
+/// is ~3 KB and the connection's task ~1.5 KB; the bound leaves margin for
+/// the allocator's spread. Issue 26 asks for 4 KiB: not reached yet.
+const IDLE_TLS_HTTP1_BYTES: u64 = 8 * 1024;
+/// An idle HTTP/2 TLS connection: ~50 KB measured, almost all of it the
+/// `h2` crate's buffers and the pass's gather buffer (the same without TLS);
+/// issue 28's frame layer is where that goes. A bound against regressions.
+const IDLE_TLS_H2_BYTES: u64 = 64 * 1024;
+/// Descriptors the test and the server need for the connections.
+const NOFILE_NEEDED: u64 = 2_200;
+
+fn server(driver: &str, root: &std::path::Path) -> TestServer {
+    TestServer::builder()
+        .root(root)
+        .no_bind()
+        .tls_bind("127.0.0.1:0")
+        .tls_self_signed()
+        .driver(driver)
+        .args(&["--workers", "1"])
+        .start()
+}
+
+fn docroot() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body: Vec<u8> = (0..KIB).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("1k.bin"), body).expect("write 1k.bin");
+    dir
+}
+
+/// The soft `RLIMIT_NOFILE`, raised with prlimit(1) to `need` when the hard
+/// limit allows; whether it is at least `need`.
+fn ensure_nofile(need: u64) -> bool {
+    let soft = || -> Option<u64> {
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+        line["Max open files".len()..]
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    if soft().is_some_and(|s| s >= need) {
+        return true;
+    }
+    let _ = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(std::process::id().to_string())
+        .arg(format!("--nofile={need}:"))
+        .status();
+    soft().is_some_and(|s| s >= need)
+}
+
+/// One HTTP/1.1 GET of `/1k.bin` on `s`, checked.
+fn get_1k(s: &mut Tls, i: usize) {
+    let resp = tls::get(s, "/1k.bin", "");
+    assert_eq!(resp.status, 200, "connection {i}: {resp:?}");
+    assert_eq!(resp.body.len(), KIB, "connection {i}: body length");
+}
+
+/// One HTTP/2 GET of `/1k.bin` on `s` (ALPN h2), frames written by hand:
+/// the preface, SETTINGS, the request's HEADERS (HPACK: `:method GET`,
+/// `:scheme https`, `:path` and `:authority` as literals), then frames are
+/// read until stream 1's END_STREAM; the server's SETTINGS is acknowledged.
+fn h2_get_1k(s: &mut Tls, i: usize) {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frame(&mut out, 4, 0, 0, &[]);
+    let mut block = vec![0x82, 0x87];
+    for (index, value) in [(4u8, "/1k.bin"), (1, "localhost")] {
+        block.push(index); // literal without indexing, indexed name
+        block.push(value.len() as u8);
+        block.extend_from_slice(value.as_bytes());
+    }
+    frame(&mut out, 1, 0x5, 1, &block);
+    s.write_all(&out).expect("write h2 request");
+    let mut body = 0;
+    loop {
+        let mut head = [0u8; 9];
+        s.read_exact(&mut head)
+            .unwrap_or_else(|e| panic!("connection {i}: read frame: {e}"));
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let (kind, flags) = (head[3], head[4]);
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let mut payload = vec![0; len];
+        s.read_exact(&mut payload).expect("read frame payload");
+        match kind {
+            4 if flags & 1 == 0 => {
+                let mut ack = Vec::new();
+                frame(&mut ack, 4, 1, 0, &[]);
+                s.write_all(&ack).expect("SETTINGS ack");
+            }
+            0 if stream == 1 => body += len,
+            1 if stream == 1 => {
+                // `:status 200` is HPACK index 8.
+                assert_eq!(payload.first(), Some(&0x88), "connection {i}: status");
+            }
+            7 => panic!("connection {i}: GOAWAY {payload:?}"),
+            _ => {}
+        }
+        if stream == 1 && matches!(kind, 0 | 1) && flags & 1 != 0 {
+            break;
+        }
+    }
+    assert_eq!(body, KIB, "connection {i}: body length");
+}
+
+fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+    out.extend_from_slice(&[kind, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+fn idle_tls_cost(driver: &str, h2: bool) {
+    if !ensure_nofile(NOFILE_NEEDED) {
+        common::skipped(&format!(
+            "RLIMIT_NOFILE is below the {NOFILE_NEEDED} this test needs and could not be raised"
+        ));
+        return;
+    }
+    let root = docroot();
+    let server = server(driver, root.path());
+    let config = {
+        let mut c = Arc::unwrap_or_clone(tls::pinned(server.fingerprint(), TLS13));
+        if h2 {
+            c.alpn_protocols = vec![b"h2".to_vec()];
+        }
+        Arc::new(c)
+    };
+    let fetch = |s: &mut Tls, i| if h2 { h2_get_1k(s, i) } else { get_1k(s, i) };
+    // Warm up: the file cache, the handshake's one-off allocations.
+    for i in 0..8 {
+        let mut s = tls::connected(&config, server.https());
+        fetch(&mut s, i);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rss_bytes(server.pid());
+    let mut conns: Vec<Tls> = Vec::with_capacity(IDLE_CONNECTIONS);
+    for i in 0..IDLE_CONNECTIONS {
+        let mut s = tls::connected(&config, server.https());
+        fetch(&mut s, i);
+        conns.push(s);
+    }
+    // Past the idle grace: every connection has parked.
+    std::thread::sleep(Duration::from_secs(1));
+    let after = rss_bytes(server.pid());
+    let per_conn = after.saturating_sub(before) / IDLE_CONNECTIONS as u64;
+    let what = if h2 { "HTTP/2" } else { "HTTP/1.1" };
+    eprintln!(
+        "memory: {driver}: {IDLE_CONNECTIONS} idle TLS {what} connections: RSS before {} KiB, \
+         after {} KiB, {per_conn} B per connection",
+        before / 1024,
+        after / 1024,
+    );
+    // They were kept alive: the last one still answers (HTTP/1.1; an
+    // HTTP/2 one would need a new stream id, and its PING is enough).
+    let last = conns.last_mut().expect("connections");
+    if h2 {
+        let mut ping = Vec::new();
+        frame(&mut ping, 6, 0, 0, &[7; 8]);
+        last.write_all(&ping).expect("PING an idle connection");
+        let mut head = [0u8; 9];
+        loop {
+            last.read_exact(&mut head).expect("PING ack");
+            let mut payload = vec![0; u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize];
+            last.read_exact(&mut payload).expect("frame payload");
+            if head[3] == 6 && head[4] & 1 != 0 {
+                break;
+            }
+        }
+    } else {
+        get_1k(last, IDLE_CONNECTIONS);
+    }
+    drop(conns);
+    let limit = if h2 {
+        IDLE_TLS_H2_BYTES
+    } else {
+        IDLE_TLS_HTTP1_BYTES
+    };
+    assert!(
+        per_conn <= limit,
+        "each idle TLS {what} connection costs the server {per_conn} B of RSS (limit {limit} B)"
+    );
+}
+
+fn idle_tls_http1_connections_cost_a_few_kib(driver: &str) {
+    idle_tls_cost(driver, false);
+}
+
+fn idle_tls_h2_connections_cost_a_few_kib(driver: &str) {
+    idle_tls_cost(driver, true);
+}
+
+driver_tests! {
+    idle_tls_http1_connections_cost_a_few_kib,
+    idle_tls_h2_connections_cost_a_few_kib,
+}
