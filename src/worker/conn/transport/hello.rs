@@ -18,6 +18,10 @@ pub(crate) enum Hello {
     Done(Option<Box<str>>),
 }
 
+/// The longest record a ClientHello may come in (RFC 8446 §5.1: a
+/// plaintext record's payload is at most 2^14 bytes).
+const MAX_PLAINTEXT_RECORD: usize = 16_384;
+
 /// Read the server name of the ClientHello at the front of `rx`.
 pub(crate) fn server_name(rx: &[u8]) -> Hello {
     const HANDSHAKE: u8 = 22;
@@ -32,6 +36,10 @@ pub(crate) fn server_name(rx: &[u8]) -> Hello {
             return Hello::Done(None);
         }
         let len = u16::from_be_bytes([header[3], header[4]]) as usize;
+        if len > MAX_PLAINTEXT_RECORD {
+            // rustls refuses it on sight, with an alert; no waiting for it.
+            return Hello::Done(None);
+        }
         let Some(payload) = rx.get(at + 5..at + 5 + len) else {
             return Hello::Incomplete;
         };

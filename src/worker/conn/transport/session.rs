@@ -63,6 +63,9 @@ pub(crate) enum Error {
     Encode(String),
     #[error("I/O: {0}")]
     Io(std::io::Error),
+    /// The session failed earlier (and said so with an alert).
+    #[error("TLS: the session failed")]
+    Failed,
 }
 
 /// What [`Session::read`] found.
@@ -99,6 +102,9 @@ pub(crate) struct Session {
     /// The ClientHello's server name, once it has been read (`hello`).
     sni: Option<Box<str>>,
     hello_read: bool,
+    /// rustls reported an error: the session is over, and rustls must not
+    /// be asked again (it would queue, and assert on, a second fatal alert).
+    failed: bool,
 }
 
 impl Session {
@@ -115,6 +121,7 @@ impl Session {
             seen_record: false,
             sni: None,
             hello_read: false,
+            failed: false,
         })
     }
 
@@ -285,6 +292,9 @@ impl Session {
     /// are queued in [`Session::out`]. On `Err` an alert for the peer may be
     /// queued too: send it, then close.
     pub(crate) fn read(&mut self, mut put: impl FnMut(&[u8]) -> usize) -> Result<Got, Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
         let mut given = 0;
         if self.plain_at < self.plain.len() {
             let n = put(&self.plain[self.plain_at..]);
@@ -321,6 +331,7 @@ impl Session {
                         );
                     self.rx.drain(..discard.min(self.rx.len()));
                     if plaintext {
+                        self.failed = true;
                         return Err(Error::NotTls);
                     }
                     self.queue_alert();
@@ -395,6 +406,9 @@ impl Session {
     /// were taken. Plaintext that arrives meanwhile waits for the next
     /// [`Session::read`].
     pub(crate) fn encrypt(&mut self, data: &[u8]) -> Result<usize, Error> {
+        if self.failed {
+            return Err(Error::Failed);
+        }
         let data = &data[..data.len().min(ENCRYPT_MAX)];
         loop {
             let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.rx);
@@ -468,6 +482,10 @@ impl Session {
 
     /// Queue close_notify (RFC 8446 §6.1) after what is queued.
     pub(crate) fn close_notify(&mut self) -> Result<(), Error> {
+        if self.failed {
+            // The alert said it already.
+            return Ok(());
+        }
         loop {
             let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.rx);
             let done = match state {
@@ -502,7 +520,11 @@ impl Session {
                 Ok(ConnectionState::PeerClosed) => false,
                 // Closed both ways already, mid-handshake, or failed: there
                 // is nothing to say in-protocol.
-                Ok(_) | Err(_) => return Ok(()),
+                Err(_) => {
+                    self.queue_alert();
+                    return Ok(());
+                }
+                Ok(_) => return Ok(()),
             };
             if discard > 0 {
                 self.rx.drain(..discard);
@@ -516,6 +538,7 @@ impl Session {
     /// After an error: the alert rustls queued for the peer, if any, into
     /// [`Session::out`].
     fn queue_alert(&mut self) {
+        self.failed = true;
         // A few rounds at most: the alert, then rustls has nothing more.
         for _ in 0..4 {
             let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
