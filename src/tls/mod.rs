@@ -242,6 +242,10 @@ pub fn server_config(
     // per-worker cache, tickets serve 1.2 across workers too.
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
     config.send_tls13_tickets = 2;
+    // A TLS 1.3 connection's records are protected by the worker's own
+    // record layer once the handshake is done, with the traffic keys
+    // rustls hands over (worker::conn::transport::records).
+    config.enable_secret_extraction = true;
     Ok(Arc::new(config))
 }
 

@@ -16,6 +16,7 @@
 //! docs/decisions/0015-tls-transport.md.
 
 mod hello;
+mod records;
 pub(crate) mod session;
 mod tls;
 

@@ -30,6 +30,8 @@
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 
+use super::records::{self, Opened, Records, Refused};
+
 /// The most one TLS record takes on the wire: a 5-byte header and a
 /// payload of at most 2^14 + 2048 bytes (RFC 8446 §5.2; rustls refuses
 /// more).
@@ -66,6 +68,9 @@ pub(crate) enum Error {
     /// The session failed earlier (and said so with an alert).
     #[error("TLS: the session failed")]
     Failed,
+    /// Our record layer refused a record.
+    #[error("{0}")]
+    Record(Refused),
 }
 
 /// What [`Session::read`] found.
@@ -80,9 +85,27 @@ pub(crate) enum Got {
     Closed,
 }
 
+/// Who protects the records: rustls, through the handshake and for TLS 1.2;
+/// our own record layer (`records`) for TLS 1.3 once the handshake is done.
+enum Engine {
+    Rustls(Box<UnbufferedServerConnection>),
+    Own(Box<Own>),
+    /// Between the two, or after a hand-over rustls refused.
+    Gone,
+}
+
+/// A TLS 1.3 session after its handshake, and what the handshake settled.
+struct Own {
+    records: Records,
+    alpn: Option<Box<[u8]>>,
+    resumed: bool,
+    /// close_notify has been sealed.
+    closed: bool,
+}
+
 /// One TLS server connection and its buffers.
 pub(crate) struct Session {
-    conn: UnbufferedServerConnection,
+    engine: Engine,
     /// Received ciphertext not yet processed (only a partial record after
     /// [`Session::read`] returns).
     rx: Vec<u8>,
@@ -110,7 +133,7 @@ pub(crate) struct Session {
 impl Session {
     pub(crate) fn new(config: std::sync::Arc<rustls::ServerConfig>) -> Result<Session, Error> {
         Ok(Session {
-            conn: UnbufferedServerConnection::new(config)?,
+            engine: Engine::Rustls(Box::new(UnbufferedServerConnection::new(config)?)),
             rx: Vec::new(),
             plain: Vec::new(),
             plain_at: 0,
@@ -127,17 +150,35 @@ impl Session {
 
     /// The protocol ALPN chose, once the handshake has.
     pub(crate) fn alpn(&self) -> Option<&[u8]> {
-        self.conn.alpn_protocol()
+        match &self.engine {
+            Engine::Rustls(c) => c.alpn_protocol(),
+            Engine::Own(o) => o.alpn.as_deref(),
+            Engine::Gone => None,
+        }
     }
 
     /// The TLS version, once negotiated.
     pub(crate) fn version(&self) -> Option<rustls::ProtocolVersion> {
-        self.conn.protocol_version()
+        match &self.engine {
+            Engine::Rustls(c) => c.protocol_version(),
+            Engine::Own(_) => Some(rustls::ProtocolVersion::TLSv1_3),
+            Engine::Gone => None,
+        }
     }
 
     /// The handshake resumed an earlier session.
     pub(crate) fn resumed(&self) -> bool {
-        self.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+        match &self.engine {
+            Engine::Rustls(c) => c.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            Engine::Own(o) => o.resumed,
+            Engine::Gone => false,
+        }
+    }
+
+    /// Records are protected by our own record layer (TLS 1.3 after the
+    /// handshake), not rustls's.
+    pub(crate) fn own_records(&self) -> bool {
+        matches!(self.engine, Engine::Own(_))
     }
 
     /// The server name the client asked for (SNI), if any.
@@ -147,7 +188,10 @@ impl Session {
 
     /// The handshake is still running.
     pub(crate) fn is_handshaking(&self) -> bool {
-        self.conn.is_handshaking()
+        match &self.engine {
+            Engine::Rustls(c) => c.is_handshaking(),
+            Engine::Own(_) | Engine::Gone => false,
+        }
     }
 
     /// The received-ciphertext buffer, to read more into; `Err` when it is
@@ -209,6 +253,9 @@ impl Session {
     /// one to `give`, when it is pooled-size). An idle connection then
     /// holds rustls's state only.
     pub(crate) fn release(&mut self, give: impl FnOnce(Vec<u8>)) {
+        if let Engine::Own(own) = &mut self.engine {
+            own.records.release();
+        }
         if self.rx.is_empty() && self.rx.capacity() > 0 {
             give(std::mem::take(&mut self.rx));
         }
@@ -306,6 +353,9 @@ impl Session {
             self.plain.clear();
             self.plain_at = 0;
         }
+        if self.own_records() {
+            return self.read_own(put, given);
+        }
         if !self.hello_read {
             // The name is read before rustls works on the bytes in place;
             // rustls can do nothing before the whole ClientHello anyway.
@@ -317,9 +367,12 @@ impl Session {
                 }
             }
         }
+        let mut traffic = false;
         loop {
-            let UnbufferedStatus { mut discard, state } =
-                self.conn.process_tls_records(&mut self.rx);
+            let Engine::Rustls(conn) = &mut self.engine else {
+                return Err(Error::Failed);
+            };
+            let UnbufferedStatus { mut discard, state } = conn.process_tls_records(&mut self.rx);
             let next = match state {
                 Err(e) => {
                     let plaintext = !self.seen_record
@@ -376,11 +429,14 @@ impl Session {
                     self.peer_closed = true;
                     Some(Got::Closed)
                 }
-                Ok(ConnectionState::WriteTraffic(_)) => Some(if self.peer_closed {
-                    Got::Closed
-                } else {
-                    Got::NeedInput
-                }),
+                Ok(ConnectionState::WriteTraffic(_)) => {
+                    traffic = true;
+                    Some(if self.peer_closed {
+                        Got::Closed
+                    } else {
+                        Got::NeedInput
+                    })
+                }
                 // Early data is not accepted (the config offers none).
                 Ok(ConnectionState::ReadEarlyData(_)) | Ok(_) => {
                     return Err(Error::Tls(rustls::Error::General(
@@ -393,11 +449,122 @@ impl Session {
                 self.rx.drain(..discard);
             }
             if let Some(next) = next {
+                if traffic && !self.peer_closed {
+                    self.hand_over()?;
+                }
                 if given > 0 || self.plain_at < self.plain.len() {
                     return Ok(Got::Bytes(given));
                 }
                 return Ok(next);
             }
+        }
+    }
+
+    /// At the end of a TLS 1.3 handshake (nothing left to send or read
+    /// through rustls), move to our own record layer: rustls keeps only its
+    /// key schedule (`rustls::kernel`), the traffic keys come here.
+    fn hand_over(&mut self) -> Result<(), Error> {
+        const OURS: [rustls::CipherSuite; 3] = [
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256,
+            rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
+            rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+        ];
+        let Engine::Rustls(conn) = &self.engine else {
+            return Ok(());
+        };
+        let ours = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3)
+            && conn
+                .negotiated_cipher_suite()
+                .is_some_and(|s| OURS.contains(&s.suite()));
+        if !ours {
+            return Ok(());
+        }
+        let alpn = conn.alpn_protocol().map(Into::into);
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let Engine::Rustls(conn) = std::mem::replace(&mut self.engine, Engine::Gone) else {
+            return Ok(());
+        };
+        match conn.dangerous_into_kernel_connection() {
+            Ok((secrets, kernel))
+                if records::supported(&secrets.tx.1) && records::supported(&secrets.rx.1) =>
+            {
+                self.engine = Engine::Own(Box::new(Own {
+                    records: Records::new(secrets, kernel),
+                    alpn,
+                    resumed,
+                    closed: false,
+                }));
+                Ok(())
+            }
+            Ok(_) => {
+                self.failed = true;
+                Err(Error::Failed)
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// [`Session::read`] on our own record layer: every whole record in
+    /// [`Session::rx`] is opened in place, its content handed to `put` (the
+    /// rest kept), and taken out of the buffer; `given` bytes were already
+    /// put.
+    fn read_own(
+        &mut self,
+        mut put: impl FnMut(&[u8]) -> usize,
+        mut given: usize,
+    ) -> Result<Got, Error> {
+        let Engine::Own(own) = &mut self.engine else {
+            return Err(Error::Failed);
+        };
+        while !self.peer_closed {
+            let Some(h) = self.rx.get(..5) else {
+                break;
+            };
+            let len = 5 + u16::from_be_bytes([h[3], h[4]]) as usize;
+            if len > 5 + records::MAX_CIPHERTEXT {
+                own.records.alert(
+                    records::alert::RECORD_OVERFLOW,
+                    &mut self.out,
+                    &mut self.out_end,
+                );
+                self.failed = true;
+                return Err(Error::TooLarge(RECORD_RX_MAX));
+            }
+            if self.rx.len() < len {
+                break;
+            }
+            match own
+                .records
+                .open(&mut self.rx[..len], &mut self.out, &mut self.out_end)
+            {
+                Ok(Opened::Data(content)) => {
+                    let n = put(&self.rx[content.clone()]);
+                    given += n;
+                    self.plain
+                        .extend_from_slice(&self.rx[content.start + n..content.end]);
+                }
+                Ok(Opened::Closed) => self.peer_closed = true,
+                Ok(Opened::Nothing) => {}
+                Err(refused) => {
+                    if let Refused::Alert(_, desc) = refused {
+                        own.records.alert(desc, &mut self.out, &mut self.out_end);
+                    }
+                    self.failed = true;
+                    return Err(Error::Record(refused));
+                }
+            }
+            self.seen_record = true;
+            self.rx.drain(..len);
+        }
+        if given > 0 || self.plain_at < self.plain.len() {
+            Ok(Got::Bytes(given))
+        } else if self.peer_closed {
+            Ok(Got::Closed)
+        } else {
+            Ok(Got::NeedInput)
         }
     }
 
@@ -410,8 +577,23 @@ impl Session {
             return Err(Error::Failed);
         }
         let data = &data[..data.len().min(ENCRYPT_MAX)];
+        if let Engine::Own(own) = &mut self.engine {
+            let records = data.len().div_ceil(records::MAX_CONTENT);
+            grow_out(
+                &mut self.out,
+                self.out_end + data.len() + records * RECORD_OVERHEAD,
+            );
+            for chunk in data.chunks(records::MAX_CONTENT) {
+                own.records
+                    .seal(23, chunk, &mut self.out, &mut self.out_end);
+            }
+            return Ok(data.len());
+        }
         loop {
-            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.rx);
+            let Engine::Rustls(conn) = &mut self.engine else {
+                return Err(Error::Failed);
+            };
+            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.rx);
             let done = match state {
                 Err(e) => {
                     self.queue_alert();
@@ -486,8 +668,22 @@ impl Session {
             // The alert said it already.
             return Ok(());
         }
+        if let Engine::Own(own) = &mut self.engine {
+            if !own.closed {
+                own.closed = true;
+                own.records.alert(
+                    records::alert::CLOSE_NOTIFY,
+                    &mut self.out,
+                    &mut self.out_end,
+                );
+            }
+            return Ok(());
+        }
         loop {
-            let UnbufferedStatus { discard, state } = self.conn.process_tls_records(&mut self.rx);
+            let Engine::Rustls(conn) = &mut self.engine else {
+                return Ok(());
+            };
+            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.rx);
             let done = match state {
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
                     grow_out(&mut self.out, self.out_end + RECORD_OVERHEAD);
@@ -541,7 +737,10 @@ impl Session {
         self.failed = true;
         // A few rounds at most: the alert, then rustls has nothing more.
         for _ in 0..4 {
-            let UnbufferedStatus { state, .. } = self.conn.process_tls_records(&mut []);
+            let Engine::Rustls(conn) = &mut self.engine else {
+                return;
+            };
+            let UnbufferedStatus { state, .. } = conn.process_tls_records(&mut []);
             match state {
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
                     grow_out(&mut self.out, self.out_end + RECORD_RX_MAX);
@@ -587,6 +786,7 @@ mod tests {
             .with_single_cert(vec![cert.der().clone()], der)
             .unwrap();
         c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        c.enable_secret_extraction = true;
         Arc::new(c)
     }
 
@@ -627,8 +827,15 @@ mod tests {
     }
 
     fn client() -> rustls::ClientConnection {
-        let mut c = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
+        client_with(provider(), rustls::DEFAULT_VERSIONS)
+    }
+
+    fn client_with(
+        provider: Arc<rustls::crypto::CryptoProvider>,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> rustls::ClientConnection {
+        let mut c = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(versions)
             .unwrap()
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyCert))
@@ -681,6 +888,10 @@ mod tests {
         assert_eq!(s.sni(), Some("localhost"));
         assert_eq!(s.alpn(), Some(&b"http/1.1"[..]));
         assert_eq!(got, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(
+            s.own_records(),
+            "TLS 1.3 records are ours after the handshake"
+        );
         assert_eq!(s.encrypt(b"HTTP/1.1 200 OK\r\n\r\n").unwrap(), 19);
         let out = s.out().to_vec();
         s.sent(out.len());
@@ -694,43 +905,167 @@ mod tests {
 
     use std::io::Write as _;
 
-    /// Heap an idle session holds once its buffers are released, measured
-    /// with malloc's own count over many sessions.
+    /// A session past its handshake with `c`, the request read.
+    fn established(c: &mut rustls::ClientConnection) -> Session {
+        let mut s = Session::new(server_config()).unwrap();
+        c.writer().write_all(b"hi").unwrap();
+        let mut got = Vec::new();
+        pump(c, &mut s, &mut got);
+        assert_eq!(got, b"hi");
+        s
+    }
+
+    /// What the client reads of `s`'s queued ciphertext.
+    fn to_client(s: &mut Session, c: &mut rustls::ClientConnection) -> Vec<u8> {
+        let out = s.out().to_vec();
+        s.sent(out.len());
+        let mut at = &out[..];
+        let mut plain = Vec::new();
+        while !at.is_empty() {
+            c.read_tls(&mut at).unwrap();
+            c.process_new_packets().unwrap();
+            // Taken as it comes: rustls's client buffers only so much.
+            let _ = std::io::Read::read_to_end(&mut c.reader(), &mut plain);
+        }
+        plain
+    }
+
+    /// Client ciphertext into the session; what the session read.
+    fn to_server(c: &mut rustls::ClientConnection, s: &mut Session) -> Result<Got, Error> {
+        let mut wire = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut wire).unwrap();
+        }
+        s.rx().unwrap();
+        s.rx.extend_from_slice(&wire);
+        let mut got = Vec::new();
+        let r = s.read(|p| {
+            got.extend_from_slice(p);
+            p.len()
+        });
+        if let Ok(Got::Bytes(n)) = r {
+            assert_eq!(n, got.len());
+        }
+        r
+    }
+
     #[test]
-    fn an_idle_session_holds_little_heap() {
-        const N: usize = 200;
-        let config = server_config();
-        let mut kept = Vec::with_capacity(N);
-        let mut clients = Vec::with_capacity(N);
-        // One first, so one-off allocations are not counted.
-        for _ in 0..2 {
-            let mut c = client();
-            let mut s = Session::new(config.clone()).unwrap();
-            pump(&mut c, &mut s, &mut Vec::new());
-        }
-        let before = crate::sys::heap::stats().in_use;
-        for _ in 0..N {
-            let mut c = client();
-            let mut s = Session::new(config.clone()).unwrap();
-            let mut got = Vec::new();
-            c.writer().write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-            pump(&mut c, &mut s, &mut got);
-            s.release(drop);
-            kept.push(s);
-            clients.push(c);
-        }
-        let client_bytes = {
-            let b = crate::sys::heap::stats().in_use;
-            drop(clients);
-            b - crate::sys::heap::stats().in_use
+    fn a_client_key_update_is_followed_both_ways() {
+        let mut c = client();
+        let mut s = established(&mut c);
+        assert!(s.own_records());
+        // rustls's client asks for ours too (update_requested).
+        c.refresh_traffic_keys().unwrap();
+        c.writer().write_all(b"after update").unwrap();
+        assert_eq!(to_server(&mut c, &mut s).unwrap(), Got::Bytes(12));
+        s.encrypt(b"answer").unwrap();
+        assert_eq!(to_client(&mut s, &mut c), b"answer");
+    }
+
+    #[test]
+    fn our_keys_are_updated_before_their_limit() {
+        let mut c = client();
+        let mut s = established(&mut c);
+        let Engine::Own(own) = &mut s.engine else {
+            panic!("TLS 1.3 records are ours");
         };
-        let after = crate::sys::heap::stats().in_use;
-        let per = (after.saturating_sub(before)) / N;
-        eprintln!(
-            "idle session: {per} B of heap each (clients {} B each), {} B inline",
-            client_bytes / N,
-            std::mem::size_of::<Session>(),
+        own.records.limit_after(2);
+        let body: Vec<u8> = (0..100_000).map(|i| i as u8).collect();
+        let mut sent = 0;
+        let mut read = Vec::new();
+        while sent < body.len() {
+            sent += s.encrypt(&body[sent..]).unwrap();
+            read.extend(to_client(&mut s, &mut c));
+        }
+        assert_eq!(
+            read, body,
+            "every record opened, across several key updates"
         );
-        drop(kept);
+    }
+
+    #[test]
+    fn close_notify_ends_the_stream_and_ours_is_sent_once() {
+        let mut c = client();
+        let mut s = established(&mut c);
+        c.send_close_notify();
+        assert_eq!(to_server(&mut c, &mut s).unwrap(), Got::Closed);
+        s.close_notify().unwrap();
+        s.close_notify().unwrap();
+        let out = s.out().to_vec();
+        s.sent(out.len());
+        c.read_tls(&mut &out[..]).unwrap();
+        c.process_new_packets().unwrap();
+        let mut rest = Vec::new();
+        // The client saw our close_notify: a clean end of stream.
+        assert_eq!(
+            std::io::Read::read_to_end(&mut c.reader(), &mut rest).unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_record_that_does_not_open_is_refused_with_an_alert() {
+        let mut c = client();
+        let mut s = established(&mut c);
+        c.writer().write_all(b"tampered").unwrap();
+        let mut wire = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut wire).unwrap();
+        }
+        let last = wire.len() - 1;
+        wire[last] ^= 1;
+        s.rx().unwrap();
+        s.rx.extend_from_slice(&wire);
+        let r = s.read(|p| p.len());
+        assert!(
+            matches!(
+                r,
+                Err(Error::Record(Refused::Alert(
+                    _,
+                    records::alert::BAD_RECORD_MAC
+                )))
+            ),
+            "{r:?}"
+        );
+        let out = s.out().to_vec();
+        assert!(!out.is_empty(), "an alert is queued");
+        c.read_tls(&mut &out[..]).unwrap();
+        let e = c.process_new_packets().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac)
+            ),
+            "{e:?}"
+        );
+        // The session is over: nothing more is read or sent.
+        assert!(matches!(s.read(|p| p.len()), Err(Error::Failed)));
+        assert!(matches!(s.encrypt(b"x"), Err(Error::Failed)));
+    }
+
+    #[test]
+    fn chacha20_and_aes_128_sessions_are_ours_too() {
+        for suite in [
+            rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+        ] {
+            let mut p = rustls::crypto::ring::default_provider();
+            p.cipher_suites = vec![suite];
+            let mut c = client_with(Arc::new(p), &[&rustls::version::TLS13]);
+            let mut s = established(&mut c);
+            assert!(s.own_records(), "{suite:?}");
+            s.encrypt(b"pong").unwrap();
+            assert_eq!(to_client(&mut s, &mut c), b"pong", "{suite:?}");
+        }
+    }
+
+    #[test]
+    fn tls12_sessions_stay_with_rustls() {
+        let mut c = client_with(provider(), &[&rustls::version::TLS12]);
+        let mut s = established(&mut c);
+        assert!(!s.own_records());
+        assert_eq!(s.version(), Some(rustls::ProtocolVersion::TLSv1_2));
+        s.encrypt(b"pong").unwrap();
+        assert_eq!(to_client(&mut s, &mut c), b"pong");
     }
 }
