@@ -886,7 +886,81 @@ fn a_record_cut_short_by_eof_is_closed(driver: &str) {
     served(&server, "after a truncated record");
 }
 
+// ---------------------------------------------------------------------------
+// Counted
+
+/// Each failed handshake is counted by why it failed
+/// (`servery_tls_failures_total{reason}`): a client that says nothing past
+/// the handshake timeout, one that leaves inside its ClientHello, one whose
+/// record is refused; and the total (`servery_tls_failed_total`) is their sum.
+fn failed_handshakes_are_counted_by_reason(driver: &str) {
+    let server = tls_server(driver)
+        .admin()
+        .args(&["--workers", "1", "--tls-handshake-timeout", "1s"])
+        .start();
+    let config = client(&server);
+    // Timeout: connect and say nothing.
+    let mut silent = raw(&server);
+    // Closed: half a ClientHello, then leave.
+    let hello = client_hello(&config);
+    let mut gone = raw(&server);
+    gone.write_all(&hello[..hello.len() / 2])
+        .expect("half a hello");
+    gone.shutdown(Shutdown::Both).expect("shutdown");
+    drop(gone);
+    // Refused: a record longer than TLS allows.
+    let mut big = raw(&server);
+    big.write_all(&oversized_record_header(HANDSHAKE))
+        .expect("write the record header");
+    let _ = read_until_close(&mut big, CLOSED_WITHIN);
+    let _ = read_until_close(&mut silent, CLOSED_WITHIN);
+    let want = [("timeout", 1.0), ("closed", 1.0), ("refused", 1.0)];
+    let text = server.wait_metrics(Duration::from_secs(10), |t| {
+        want.iter().all(|(reason, n)| {
+            common::metric(
+                t,
+                &format!("servery_tls_failures_total{{worker=\"0\",reason=\"{reason}\"}}"),
+            ) == Some(*n)
+        })
+    });
+    for (reason, n) in want {
+        assert_eq!(
+            common::metric(
+                &text,
+                &format!("servery_tls_failures_total{{worker=\"0\",reason=\"{reason}\"}}")
+            ),
+            Some(n),
+            "{reason}:\n{text}"
+        );
+    }
+    assert_eq!(common::metric(&text, "servery_tls_failed_total"), Some(3.0));
+    served(&server, "after the failed handshakes");
+}
+
+/// An idle TLS connection is counted parked (`servery_tls_parked`) while it
+/// waits, and no longer once it is used again or closed.
+fn an_idle_tls_connection_is_counted_parked(driver: &str) {
+    let server = tls_server(driver).admin().start();
+    let mut s = tls::connected(&client(&server), server.https());
+    assert_eq!(tls::get(&mut s, "/1k.bin", "").status, 200);
+    let parked = |n: f64| {
+        let text = server.wait_metrics(Duration::from_secs(10), |t| {
+            common::metric(t, "servery_tls_parked") == Some(n)
+        });
+        assert_eq!(
+            common::metric(&text, "servery_tls_parked"),
+            Some(n),
+            "{text}"
+        );
+    };
+    parked(1.0);
+    drop(s);
+    parked(0.0);
+}
+
 driver_tests! {
+    failed_handshakes_are_counted_by_reason,
+    an_idle_tls_connection_is_counted_parked,
     garbage_instead_of_a_client_hello_is_closed,
     an_oversized_record_header_is_refused_without_waiting_for_its_body,
     a_client_hello_dribbled_a_byte_at_a_time_is_cut_at_the_handshake_timeout,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Phase, PhaseCell, Protocol, WorkerStats};
+use super::{Phase, PhaseCell, Protocol, TlsFailure, WorkerStats};
 use crate::http::response::write_head;
 use crate::http::{on_error, Body, Persistence, Refusal, Response, Status};
 
@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 17] = [
+    let series: [Series; 18] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -179,6 +179,12 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "Failed or timed-out TLS handshakes.",
             |s| WorkerStats::get(&s.tls_failed),
+        ),
+        (
+            "servery_tls_parked",
+            "gauge",
+            "TLS connections parked now (idle, holding no buffer and no timer).",
+            |s| WorkerStats::get(&s.tls_parked),
         ),
         (
             "servery_handler_panics_total",
@@ -267,6 +273,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         }
     }
     render_by_protocol(&mut out, stats);
+    render_tls_failures(&mut out, stats);
     render_compress(&mut out, stats);
     render_peer(&mut out, stats);
     render_acme(&mut out);
@@ -316,6 +323,30 @@ fn render_by_protocol(out: &mut String, stats: &[Arc<WorkerStats>]) {
             }
         }
         let _ = writeln!(out, "{name}{{class=\"{class}xx\"}} {sum}");
+    }
+}
+
+/// Failed TLS handshakes per worker and reason (`reason="timeout"`,
+/// `"closed"`, `"refused"`), then the server's total per reason.
+fn render_tls_failures(out: &mut String, stats: &[Arc<WorkerStats>]) {
+    use std::fmt::Write as _;
+    let name = "servery_tls_failures_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Failed TLS handshakes, by reason.\n# TYPE {name} counter"
+    );
+    for reason in TlsFailure::ALL {
+        let mut sum = 0;
+        for (i, s) in stats.iter().enumerate() {
+            let v = WorkerStats::get(&s.tls_failures[reason as usize]);
+            sum += v;
+            let _ = writeln!(
+                out,
+                "{name}{{worker=\"{i}\",reason=\"{}\"}} {v}",
+                reason.label()
+            );
+        }
+        let _ = writeln!(out, "{name}{{reason=\"{}\"}} {sum}", reason.label());
     }
 }
 

@@ -47,6 +47,31 @@ impl Protocol {
 /// How many protocols the counters tell apart.
 pub const PROTOCOLS: usize = 2;
 
+/// Why a TLS handshake failed (`servery_tls_failures_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// Not finished within `--tls-handshake-timeout`.
+    Timeout = 0,
+    /// The client closed or reset the connection mid-handshake.
+    Closed = 1,
+    /// The handshake was refused: bad records or messages, no common
+    /// version or suite, an alert from the client (an alert went back).
+    Refused = 2,
+}
+
+impl TlsFailure {
+    pub const ALL: [TlsFailure; 3] = [TlsFailure::Timeout, TlsFailure::Closed, TlsFailure::Refused];
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            TlsFailure::Timeout => "timeout",
+            TlsFailure::Closed => "closed",
+            TlsFailure::Refused => "refused",
+        }
+    }
+}
+
 /// Counters of one worker.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -64,6 +89,10 @@ pub struct WorkerStats {
     pub tls_plaintext: AtomicU64,
     /// Other failed or timed-out TLS handshakes.
     pub tls_failed: AtomicU64,
+    /// The same by [`TlsFailure`].
+    pub tls_failures: [AtomicU64; 3],
+    /// TLS connections parked now: idle, holding no buffer and no timer.
+    pub tls_parked: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -289,6 +318,11 @@ pub struct Snapshot {
     pub tls_resumed: u64,
     pub tls_plaintext: u64,
     pub tls_failed: u64,
+    /// Failed handshakes by [`TlsFailure`] (absent in older beats).
+    #[serde(default)]
+    pub tls_failures: [u64; 3],
+    #[serde(default)]
+    pub tls_parked: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -336,6 +370,8 @@ impl Snapshot {
             tls_resumed: WorkerStats::get(&stats.tls_resumed),
             tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
             tls_failed: WorkerStats::get(&stats.tls_failed),
+            tls_failures: stats.tls_failures.each_ref().map(WorkerStats::get),
+            tls_parked: WorkerStats::get(&stats.tls_parked),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -366,6 +402,10 @@ impl Snapshot {
         self.tls_resumed += other.tls_resumed;
         self.tls_plaintext += other.tls_plaintext;
         self.tls_failed += other.tls_failed;
+        for (mine, theirs) in self.tls_failures.iter_mut().zip(other.tls_failures) {
+            *mine += theirs;
+        }
+        self.tls_parked += other.tls_parked;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -401,6 +441,10 @@ impl Snapshot {
         stats.tls_resumed.store(self.tls_resumed, Relaxed);
         stats.tls_plaintext.store(self.tls_plaintext, Relaxed);
         stats.tls_failed.store(self.tls_failed, Relaxed);
+        for (stat, v) in stats.tls_failures.iter().zip(self.tls_failures) {
+            stat.store(v, Relaxed);
+        }
+        stats.tls_parked.store(self.tls_parked, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

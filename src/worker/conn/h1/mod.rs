@@ -75,6 +75,22 @@ use input::Input;
 /// busy path at one read per request and idle connections bufferless.
 const IDLE_GRACE: Duration = Duration::from_millis(10);
 
+/// Counts a TLS connection in `servery_tls_parked` while it is parked.
+struct TlsParked<'a>(&'a crate::telemetry::WorkerStats);
+
+impl<'a> TlsParked<'a> {
+    fn new(stats: &'a crate::telemetry::WorkerStats) -> TlsParked<'a> {
+        crate::telemetry::WorkerStats::add(&stats.tls_parked, 1);
+        TlsParked(stats)
+    }
+}
+
+impl Drop for TlsParked<'_> {
+    fn drop(&mut self) {
+        crate::telemetry::WorkerStats::sub(&self.0.tls_parked, 1);
+    }
+}
+
 /// A connection that opened with HTTP/2's preface, handed back to the
 /// connection layer's one protocol choice (`conn::serve`).
 pub(super) struct Handover<S> {
@@ -523,6 +539,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
         };
         registration.set_idle(self.served_any);
         registration.park(left);
+        let _parked = S::ENCRYPTS.then(|| TlsParked::new(&self.ctx.stats));
         let got = match tcp.readable(false).await {
             // Still parked: a spurious wake-up leaves this read waiting, and
             // the sweeper can still end it. Over TLS the read goes through

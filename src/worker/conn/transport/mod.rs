@@ -34,7 +34,7 @@ use monoio::BufResult;
 
 use super::super::registry::Registration;
 use super::Ctx;
-use crate::telemetry::WorkerStats;
+use crate::telemetry::{TlsFailure, WorkerStats};
 use session::Error;
 
 /// What a connection runs over: plain TCP, or TLS on TCP.
@@ -160,13 +160,23 @@ pub(super) async fn handshake_within<H>(
             tracing::debug!("plain HTTP on a TLS listener; closed");
         }
         Ok(Err(e)) => {
-            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            let reason = match &e {
+                Error::Io(_) => TlsFailure::Closed,
+                _ => TlsFailure::Refused,
+            };
+            failed(ctx, reason);
             tracing::debug!(error = %e, "TLS handshake failed");
         }
         Err(_) => {
-            WorkerStats::add(&ctx.stats.tls_failed, 1);
+            failed(ctx, TlsFailure::Timeout);
             tracing::debug!("TLS handshake timed out");
         }
     }
     None
+}
+
+/// Count a failed handshake, in the total and by its reason.
+fn failed<H>(ctx: &Ctx<H>, reason: TlsFailure) {
+    WorkerStats::add(&ctx.stats.tls_failed, 1);
+    WorkerStats::add(&ctx.stats.tls_failures[reason as usize], 1);
 }
