@@ -43,7 +43,7 @@ const TAG: usize = 16;
 const CHANGE_CIPHER_SPEC: u8 = 20;
 const ALERT: u8 = 21;
 const HANDSHAKE: u8 = 22;
-const APPLICATION_DATA: u8 = 23;
+pub(crate) const APPLICATION_DATA: u8 = 23;
 const KEY_UPDATE: u8 = 24;
 
 /// Alert descriptions we send (RFC 8446 §6).
@@ -191,12 +191,21 @@ impl Records {
 
     /// Seal one record of `typ` with `content` (at most [`MAX_CONTENT`]
     /// bytes) at the end of `out` (from `end`, which moves past it).
-    pub(crate) fn seal(&mut self, typ: u8, content: &[u8], out: &mut Vec<u8>, end: &mut usize) {
+    /// `Err` when our keys are spent and rustls cannot derive the next
+    /// ones: nothing more may be sent.
+    pub(crate) fn seal(
+        &mut self,
+        typ: u8,
+        content: &[u8],
+        out: &mut Vec<u8>,
+        end: &mut usize,
+    ) -> Result<(), Refused> {
         debug_assert!(content.len() <= MAX_CONTENT);
         if self.tx.seq >= self.tx_limit {
-            self.update_tx(out, end);
+            self.update_tx(out, end)?;
         }
         self.seal_record(typ, content, out, end);
+        Ok(())
     }
 
     fn seal_record(&mut self, typ: u8, content: &[u8], out: &mut Vec<u8>, end: &mut usize) {
@@ -226,14 +235,17 @@ impl Records {
 
     /// Tell the peer our send keys change (KeyUpdate, not asking for its
     /// own), then change them.
-    fn update_tx(&mut self, out: &mut Vec<u8>, end: &mut usize) {
+    fn update_tx(&mut self, out: &mut Vec<u8>, end: &mut usize) -> Result<(), Refused> {
+        // Derived first: a KeyUpdate must not be sent for keys we cannot
+        // move to.
+        let next = self
+            .kernel
+            .update_tx_secret()
+            .map_err(|_| Refused::Alert("cannot update our keys", alert::INTERNAL_ERROR))?;
+        // Sealed under the keys it retires (RFC 8446 §4.6.3).
         self.seal_record(HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], out, end);
-        match self.kernel.update_tx_secret() {
-            Ok(next) => self.tx = Keys::new(next),
-            // rustls cannot derive the next key: nothing more can be sent
-            // safely; the next seal would reuse none, so stop here.
-            Err(_) => self.tx_limit = u64::MAX,
-        }
+        self.tx = Keys::new(next);
+        Ok(())
     }
 
     /// Open the record `record` (header and payload, whole) in place.
@@ -295,7 +307,7 @@ impl Records {
                         .map_err(|_| Refused::Alert("key update", alert::INTERNAL_ERROR))?;
                     self.rx = Keys::new(next);
                     if request == 1 {
-                        self.update_tx(out, end);
+                        self.update_tx(out, end)?;
                     }
                     Ok(Opened::Nothing)
                 }
@@ -314,6 +326,10 @@ impl Records {
     /// Seal an alert (`desc`; fatal unless it is close_notify).
     pub(crate) fn alert(&mut self, desc: u8, out: &mut Vec<u8>, end: &mut usize) {
         let level = if desc == alert::CLOSE_NOTIFY { 1 } else { 2 };
-        self.seal(ALERT, &[level, desc], out, end);
+        // Keys past their limit that cannot be updated: the alert goes
+        // under the old ones rather than not at all (the connection ends).
+        if self.seal(ALERT, &[level, desc], out, end).is_err() {
+            self.seal_record(ALERT, &[level, desc], out, end);
+        }
     }
 }

@@ -584,8 +584,21 @@ impl Session {
                 self.out_end + data.len() + records * RECORD_OVERHEAD,
             );
             for chunk in data.chunks(records::MAX_CONTENT) {
-                own.records
-                    .seal(23, chunk, &mut self.out, &mut self.out_end);
+                let sealed = own.records.seal(
+                    records::APPLICATION_DATA,
+                    chunk,
+                    &mut self.out,
+                    &mut self.out_end,
+                );
+                if let Err(refused) = sealed {
+                    own.records.alert(
+                        records::alert::INTERNAL_ERROR,
+                        &mut self.out,
+                        &mut self.out_end,
+                    );
+                    self.failed = true;
+                    return Err(Error::Record(refused));
+                }
             }
             return Ok(data.len());
         }
