@@ -497,34 +497,36 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// plain TCP, a read in flight with a pooled buffer). `None` when the
     /// grace passed with nothing read: everything has gone back, and the
     /// caller waits for readiness outside the busy loop
-    /// ([`Conn::wait_idle`]). Over TLS the grace waits for readiness, since
-    /// what the socket holds is ciphertext for the stream to read; and while
-    /// the stream holds plaintext or part of a record, readiness would not
-    /// show it, so it reads for the whole wait instead.
+    /// ([`Conn::wait_idle`]). Over TLS the grace's read takes ciphertext,
+    /// which the stream is given before the request is read through it;
+    /// while the stream holds plaintext or part of a record, readiness would
+    /// not show it, so it reads through the stream for the whole wait.
     async fn read_idle(&mut self, wait: Duration) -> Option<Read> {
         let pool = &self.ctx.pool;
         self.input.release(pool);
         let grace = IDLE_GRACE.min(wait);
-        let early = if S::ENCRYPTS {
-            let Some(tcp) = self.stream.idle_socket() else {
-                return Some(read_timed(&mut self.stream, pool.take(), wait).await);
-            };
-            match monoio::time::timeout(grace, tcp.readable(false)).await {
-                Ok(_) => Some(read_timed(&mut self.stream, pool.take(), wait).await),
-                Err(_) => None,
-            }
-        } else {
-            let tcp = self.stream.tcp()?;
-            match self.ctx.driver {
-                Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
-                Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
-            }
+        let Some(tcp) = self.stream.idle_socket() else {
+            // TLS holding plaintext or part of a record: read through it.
+            return Some(read_timed(&mut self.stream, pool.take(), wait).await);
         };
-        if early.is_none() {
-            self.output.release();
-            self.pending.release();
+        let early = match self.ctx.driver {
+            Driver::IoUring => read_grace_uring(tcp, pool, grace, &mut self.grace).await,
+            Driver::Epoll => read_grace_ready(tcp, pool, grace).await,
+        };
+        match early {
+            None => {
+                self.output.release();
+                self.pending.release();
+                None
+            }
+            // Over TLS what came is ciphertext: the stream takes it, and the
+            // request is read through the stream.
+            Some(Read::Data(raw)) => match self.stream.arrived(raw) {
+                Some(plain) => Some(Read::Data(plain)),
+                None => Some(read_timed(&mut self.stream, pool.take(), wait).await),
+            },
+            closed => closed,
         }
-        early
     }
 
     /// The idle wait past the grace: parked until readable, holding no

@@ -56,6 +56,10 @@ pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     const H2C: bool;
     /// The socket in poll style, for `h2` (only asked when [`Transport::H2C`]).
     fn into_poll(self) -> io::Result<TcpStreamPoll>;
+    /// Bytes an idle wait read straight from the socket: plain TCP hands
+    /// them back as they are (they are the request); TLS keeps them as
+    /// received ciphertext (`None`), and the request is read through it.
+    fn arrived(&mut self, raw: Vec<u8>) -> Option<Vec<u8>>;
     /// The read after an idle wait, as a future small enough to stay in the
     /// connection's task for its life: a TLS read (which may send, and
     /// reads on until a record is whole) is boxed, since it runs once a
@@ -77,6 +81,9 @@ impl Transport for TcpStream {
     const H2C: bool = true;
     fn into_poll(self) -> io::Result<TcpStreamPoll> {
         self.try_into_poll_io().map_err(|(e, _)| e)
+    }
+    fn arrived(&mut self, raw: Vec<u8>) -> Option<Vec<u8>> {
+        Some(raw)
     }
     fn read_woken(
         &mut self,
@@ -101,6 +108,10 @@ impl Transport for TlsStream {
     const H2C: bool = false;
     fn into_poll(self) -> io::Result<TcpStreamPoll> {
         Err(io::ErrorKind::Unsupported.into())
+    }
+    fn arrived(&mut self, raw: Vec<u8>) -> Option<Vec<u8>> {
+        self.received(raw);
+        None
     }
     fn read_woken(
         &mut self,

@@ -86,6 +86,22 @@ impl TlsStream {
         self.session.release(|b| pool.give(b));
     }
 
+    /// Ciphertext read straight from the socket (an idle wait's read): the
+    /// session takes it as what it received, in the same pooled buffer.
+    pub(crate) fn received(&mut self, raw: Vec<u8>) {
+        if self.session.has_rx_buffer() {
+            // Only a drained stream is read around (`Transport::idle_socket`),
+            // so this holds nothing; keep the order regardless.
+            let rx = self.session.take_rx();
+            let mut joined = rx;
+            joined.extend_from_slice(&raw);
+            self.session.put_rx(joined);
+            self.pool.give(raw);
+        } else {
+            self.session.put_rx(raw);
+        }
+    }
+
     /// The socket and the session, for HTTP/2's poll-style adapter.
     pub(crate) fn into_parts(mut self) -> (TcpStream, Box<Session>) {
         self.release();
