@@ -536,6 +536,7 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
     /// or the sweeper shut it).
     async fn wait_idle(&mut self, registration: &Registration, left: Duration) -> bool {
         let pool = &self.ctx.pool;
+        self.stream.park();
         let Some(tcp) = self.stream.idle_socket() else {
             return false;
         };

@@ -44,8 +44,11 @@ pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     fn tcp(&mut self) -> Option<&mut TcpStream>;
     /// The socket, when nothing received waits above it (no plaintext, no
     /// partial record), so its readiness is the connection's: the idle
-    /// wait parks on it. A TLS stream first gives its empty buffers back.
+    /// wait reads or parks on it.
     fn idle_socket(&mut self) -> Option<&mut TcpStream>;
+    /// The connection parks (idle past the grace): give back everything
+    /// that holds nothing (TLS: its buffers and expanded keys).
+    fn park(&mut self) {}
     /// Bytes are encrypted in user space (TLS): in-memory pieces are staged
     /// into one plaintext write, a read must go through the stream (what
     /// the socket holds is ciphertext), and closing first says so
@@ -101,8 +104,14 @@ impl Transport for TlsStream {
         if !self.drained() {
             return None;
         }
-        self.release();
+        // The empty receive buffer goes back to the pool (the socket is read
+        // with one of its own); the rest waits for `park`, since a busy
+        // client's next request usually comes within the grace.
+        self.give_rx();
         Some(self.socket())
+    }
+    fn park(&mut self) {
+        self.release();
     }
     const ENCRYPTS: bool = true;
     const H2C: bool = false;

@@ -153,7 +153,7 @@ impl TlsStream {
 
     /// The received-ciphertext buffer goes back to the pool when it holds
     /// nothing.
-    fn give_rx(&mut self) {
+    pub(crate) fn give_rx(&mut self) {
         if let Some(b) = self.session.take_empty_rx() {
             self.pool.give(b);
         }
