@@ -39,6 +39,7 @@ SCOPES = [
     "worker::conn",
     "worker::conn::h1",
     "worker::conn::h2",
+    "worker::conn::transport",
 ]
 
 

@@ -20,7 +20,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{connect, read_response, rss_bytes, TestServer};
+use common::{connect, ensure_nofile, nofile_limits, read_response, rss_bytes, TestServer};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -206,38 +206,6 @@ fn pipelining_flood_without_reading_is_bounded(driver: &str) {
         mib(watch.growth()),
         mib(FLOOD_GROWTH_LIMIT),
     );
-}
-
-/// The soft and hard `RLIMIT_NOFILE` of this process, from
-/// `/proc/self/limits`.
-fn nofile_limits() -> Option<(u64, u64)> {
-    let limits = fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let mut nums = line["Max open files".len()..].split_whitespace();
-    let soft = nums.next()?.parse().ok()?;
-    let hard = nums.next()?.parse().unwrap_or(u64::MAX); // "unlimited"
-    Some((soft, hard))
-}
-
-/// Whether this process may open `need` files, raising the soft limit (with
-/// prlimit(1), so no unsafe here) when the hard limit allows.
-fn ensure_nofile(need: u64) -> bool {
-    let Some((soft, hard)) = nofile_limits() else {
-        return false;
-    };
-    if soft >= need {
-        return true;
-    }
-    if hard < need {
-        return false;
-    }
-    let raised = std::process::Command::new("prlimit")
-        .arg("--pid")
-        .arg(std::process::id().to_string())
-        .arg(format!("--nofile={need}:"))
-        .status()
-        .is_ok_and(|s| s.success());
-    raised && nofile_limits().is_some_and(|(soft, _)| soft >= need)
 }
 
 /// Open [`IDLE_CONNECTIONS`] connections, each fetching `path` (`len`

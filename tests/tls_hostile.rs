@@ -39,7 +39,9 @@ use rustls::{
 };
 
 use common::tls::{self, pinned, Tls, TLS12, TLS13};
-use common::{read_until_close, rss_bytes, Builder, TestServer, IO_TIMEOUT};
+use common::{
+    ensure_nofile, nofile_limits, read_until_close, rss_bytes, Builder, TestServer, IO_TIMEOUT,
+};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -389,39 +391,6 @@ fn a_client_hello_dribbled_a_byte_at_a_time_is_cut_at_the_handshake_timeout(driv
     );
     assert!(others > 0, "no other client tried while the hello dribbled");
     served(&server, "after the dribbled ClientHello");
-}
-
-/// The soft and hard `RLIMIT_NOFILE` of this process, from
-/// `/proc/self/limits` (as `tests/memory.rs` reads them).
-fn nofile_limits() -> Option<(u64, u64)> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let mut nums = line["Max open files".len()..].split_whitespace();
-    let soft = nums.next()?.parse().ok()?;
-    let hard = nums.next()?.parse().unwrap_or(u64::MAX); // "unlimited"
-    Some((soft, hard))
-}
-
-/// Whether this process may open `need` files, raising the soft limit (with
-/// prlimit(1), so no unsafe here) when the hard limit allows (as
-/// `tests/memory.rs` does).
-fn ensure_nofile(need: u64) -> bool {
-    let Some((soft, hard)) = nofile_limits() else {
-        return false;
-    };
-    if soft >= need {
-        return true;
-    }
-    if hard < need {
-        return false;
-    }
-    let raised = std::process::Command::new("prlimit")
-        .arg("--pid")
-        .arg(std::process::id().to_string())
-        .arg(format!("--nofile={need}:"))
-        .status()
-        .is_ok_and(|s| s.success());
-    raised && nofile_limits().is_some_and(|(soft, _)| soft >= need)
 }
 
 /// Open, nothing to read, not closed: a non-blocking peek would block.

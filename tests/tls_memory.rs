@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::tls::{self, Tls, TLS13};
-use common::{rss_bytes, TestServer};
+use common::{ensure_nofile, rss_bytes, TestServer};
 
 const KIB: usize = 1024;
 /// Connections each test holds idle.
@@ -51,29 +51,6 @@ fn docroot() -> tempfile::TempDir {
     let body: Vec<u8> = (0..KIB).map(|i| (i % 251) as u8).collect();
     std::fs::write(dir.path().join("1k.bin"), body).expect("write 1k.bin");
     dir
-}
-
-/// The soft `RLIMIT_NOFILE`, raised with prlimit(1) to `need` when the hard
-/// limit allows; whether it is at least `need`.
-fn ensure_nofile(need: u64) -> bool {
-    let soft = || -> Option<u64> {
-        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-        let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-        line["Max open files".len()..]
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    };
-    if soft().is_some_and(|s| s >= need) {
-        return true;
-    }
-    let _ = std::process::Command::new("prlimit")
-        .arg("--pid")
-        .arg(std::process::id().to_string())
-        .arg(format!("--nofile={need}:"))
-        .status();
-    soft().is_some_and(|s| s >= need)
 }
 
 /// One HTTP/1.1 GET of `/1k.bin` on `s`, checked.

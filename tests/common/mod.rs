@@ -69,7 +69,7 @@ pub use self::{
     app::{hex, query_value, text, AppBuilder, AppServer},
     builder::Builder,
     http::*,
-    process::{rss_bytes, run_bounded, servery, Tag},
+    process::{ensure_nofile, nofile_limits, rss_bytes, run_bounded, servery, Tag},
     server::{parse_ready_line, Ready, StartFailure, TestServer},
 };
 #[allow(unused_imports)]
