@@ -24,16 +24,6 @@ use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::outbox::{FrameScan, Outbox};
 
-/// What the byte stream under an HTTP/2 connection can give back while the
-/// connection has no open stream (it stays allocated for the connection's
-/// life otherwise).
-pub(crate) trait Idle {
-    /// Free what holds nothing now.
-    fn release_idle(&mut self) {}
-}
-
-impl<T> Idle for Prefixed<T> {}
-
 /// `prefix`, then whatever `io` reads.
 pub(crate) struct Prefixed<T> {
     prefix: Bytes,
@@ -180,18 +170,6 @@ impl<T: AsyncWrite + Unpin> Flusher<T> {
     /// task is woken when it drains).
     pub(crate) fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.shared.borrow_mut().poll_drain(cx, true)
-    }
-}
-
-impl<T: Idle> Flusher<T> {
-    /// The connection has no open stream and everything is written: free
-    /// the gather buffer and what the stream under it holds empty (TLS).
-    pub(crate) fn release_idle(&self) {
-        let mut g = self.shared.borrow_mut();
-        if g.sent == 0 && g.buf.is_empty() {
-            g.buf = Vec::new();
-            g.io.release_idle();
-        }
     }
 }
 

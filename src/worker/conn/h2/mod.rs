@@ -146,7 +146,7 @@ pub(crate) async fn serve<H, T>(
     facts: Connection,
 ) where
     H: Service,
-    T: AsyncRead + AsyncWrite + io::Idle + Unpin + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     registration.set_idle(false);
     registration.set_h2();
@@ -242,12 +242,8 @@ pub(crate) async fn serve<H, T>(
                 return Poll::Ready(Event::Late);
             }
             // What this pass wrote leaves now, in one write.
-            match flusher.poll_flush(cx) {
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::Broken(e)),
-                // All written and no stream open: an idle connection keeps
-                // no buffer of ours.
-                Poll::Ready(Ok(())) if streams.is_empty() => flusher.release_idle(),
-                _ => {}
+            if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
+                return Poll::Ready(Event::Broken(e));
             }
             // Streams reset after their answers ended give back their bytes.
             outbox.poll_parked(cx);

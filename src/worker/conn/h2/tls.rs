@@ -70,16 +70,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Tls<T> {
     }
 }
 
-impl<T> super::io::Idle for Tls<T> {
-    /// The ciphertext buffer once sent, and TLS 1.3's expanded keys.
-    fn release_idle(&mut self) {
-        if self.session.out().is_empty() {
-            let pool = &self.pool;
-            self.session.release(|b| pool.give(b));
-        }
-    }
-}
-
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
