@@ -567,10 +567,11 @@ fn help_topic_prints_its_flags_defaults_and_doc() {
         "--tls-self-signed",
         "--tls-handshake-timeout",
         "--tls-ticket-rotate",
+        "--ktls",
     ] {
         assert!(page.contains(flag), "{flag}:\n{page}");
     }
-    assert_eq!(flags_in(&page).len(), 6, "only the TLS flags:\n{page}");
+    assert_eq!(flags_in(&page).len(), 7, "only the TLS flags:\n{page}");
     assert!(flat(&page).contains("[default: 1h]"), "{page}");
     assert!(page.contains("docs/tls.md"), "{page}");
     let index = printed(&["help"]);

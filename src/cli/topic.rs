@@ -189,8 +189,11 @@ impl Topic {
                  self-signed certificate made at start (--tls-self-signed). \
                  Every worker shares one identity and one set of \
                  session-ticket keys, rotated every --tls-ticket-rotate, so \
-                 a session resumes on any worker. The ready line ends with \
-                 the certificate's SHA-256 fingerprint."
+                 a session resumes on any worker. The ready line gives \
+                 the certificate's SHA-256 fingerprint, and who seals TLS \
+                 records: with --ktls auto the kernel (kTLS) seals those of \
+                 TLS 1.3 over HTTP/1.1 where it has TLS, so files go out by \
+                 sendfile; user space seals the rest."
             }
             Topic::Sites => {
                 "A config file may declare sites ([[site]] with hosts, a root, \
@@ -320,6 +323,7 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("tls_self_signed", Topic::Tls),
     ("tls_handshake_timeout", Topic::Tls),
     ("tls_ticket_rotate", Topic::Tls),
+    ("ktls", Topic::Tls),
     ("unknown_host", Topic::Sites),
     ("acme_directory", Topic::Sites),
     ("acme_contact", Topic::Sites),

@@ -58,7 +58,8 @@ use super::supervision::{
     DEFAULT_RESTART_WINDOW_S, DEFAULT_STARTUP_TIMEOUT_S,
 };
 use super::tls::{
-    self, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S, TLS_BIND_EXAMPLE, WEEK,
+    self, KtlsChoice, DEFAULT_KTLS, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S,
+    TLS_BIND_EXAMPLE, WEEK,
 };
 use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
@@ -322,6 +323,10 @@ settings! {
         tls_handshake_timeout: Option<Seconds> => Duration =
             or(DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, seconds(WEEK)),
             shown |c| c.tls_handshake_timeout();
+        /// Who seals TLS records: `auto` (the kernel, kTLS, where it can) or `off` (user space).
+        #[arg(long, value_name = "auto|off", hide_possible_values = true)]
+        ktls: Option<KtlsChoice> => KtlsChoice = or(DEFAULT_KTLS, as_is),
+            shown |c| c.conn.ktls;
         /// Interval between session-ticket key rotations.
         #[arg(long, value_name = "DURATION")]
         tls_ticket_rotate: Option<Seconds> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),

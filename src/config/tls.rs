@@ -1,5 +1,6 @@
 //! TLS listeners and their identity: `--tls-bind`, `--tls-cert`,
-//! `--tls-key`, `--tls-self-signed` and the handshake and ticket timers.
+//! `--tls-key`, `--tls-self-signed`, the handshake and ticket timers, and
+//! `--ktls`.
 //!
 //! Owns [`TlsConfig`], [`TlsSource`] and the cross-field rules: a listener
 //! needs an identity and an identity a listener; cert and key come as a
@@ -13,11 +14,14 @@ use std::time::Duration;
 
 use super::raw::{field, Checked};
 use super::Error;
+pub use crate::worker::KtlsChoice;
 
 /// A slow or silent client gets this long to finish the TLS handshake.
 pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT_S: f64 = 10.0;
 /// Ticket keys rotate hourly; tickets stay valid for two periods.
 pub const DEFAULT_TLS_TICKET_ROTATE_S: f64 = 3600.0;
+/// The kernel seals TLS records where it can (kTLS).
+pub const DEFAULT_KTLS: KtlsChoice = KtlsChoice::Auto;
 /// The longest TLS timer accepted: a week.
 pub(crate) const WEEK: f64 = 7.0 * 86_400.0;
 /// The form `--tls-bind` errors show.

@@ -95,6 +95,46 @@ pub struct Ready {
     pub http2: crate::config::http2::Http2Config,
     /// Whether the plain listeners take HTTP/2 by its preface.
     pub h2c: crate::config::http2::H2c,
+    /// Who seals TLS records on this kernel (with a TLS listener).
+    pub ktls: Option<Ktls>,
+}
+
+/// What `--ktls` came to on this kernel, said once at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ktls {
+    /// `--ktls auto` and the kernel has TLS: it seals the records of TLS
+    /// 1.3 connections speaking HTTP/1.1.
+    Kernel,
+    /// `--ktls auto`, but the kernel refused the `tls` ULP (why).
+    Unavailable(String),
+    /// `--ktls off`.
+    Off,
+}
+
+impl Ktls {
+    /// Ask this kernel, for a server with TLS listeners.
+    fn probe(choice: crate::worker::KtlsChoice) -> Ktls {
+        match choice {
+            crate::worker::KtlsChoice::Off => Ktls::Off,
+            crate::worker::KtlsChoice::Auto => match crate::sys::ktls::probe() {
+                Ok(()) => Ktls::Kernel,
+                Err(e) if crate::sys::ktls::unavailable(&e) => {
+                    Ktls::Unavailable("this kernel has no tls ULP, CONFIG_TLS".into())
+                }
+                Err(e) => Ktls::Unavailable(e.to_string()),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Ktls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ktls::Kernel => write!(f, "ktls on"),
+            Ktls::Unavailable(why) => write!(f, "ktls unavailable ({why}), user space seals"),
+            Ktls::Off => write!(f, "ktls off"),
+        }
+    }
 }
 
 impl Ready {
@@ -154,6 +194,9 @@ impl std::fmt::Display for Ready {
             if (0..self.addrs.len()).any(|i| is_tls(i) == tls) {
                 write!(f, ", {scheme} speaks {}", self.protocols(tls).join("+"))?;
             }
+        }
+        if let Some(k) = &self.ktls {
+            write!(f, ", {k}")?;
         }
         Ok(())
     }
@@ -312,8 +355,24 @@ impl<F: ServiceFactory> Server<F> {
                         }),
                     http2: config.http2.clone(),
                     h2c: config.conn.http2.h2c,
+                    ktls: l
+                        .as_ref()
+                        .is_some_and(|l| l.tls.iter().any(|&t| t))
+                        .then(|| Ktls::probe(config.conn.ktls)),
                 };
                 drop(l);
+                match &ready.ktls {
+                    Some(Ktls::Kernel) => {
+                        tracing::info!(
+                            "kTLS: the kernel seals the records of TLS 1.3 over HTTP/1.1"
+                        )
+                    }
+                    Some(Ktls::Unavailable(why)) => tracing::info!(
+                        reason = %why,
+                        "kTLS unavailable (the kernel refused the tls ULP): records are sealed in user space"
+                    ),
+                    Some(Ktls::Off) | None => {}
+                }
                 tracing::info!(
                     startup_ms = ready.startup.as_secs_f64() * 1e3,
                     "ready quorum reached"

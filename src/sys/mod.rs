@@ -10,6 +10,8 @@
 //!   activation (LISTEN_FDS) into owned fds.
 //! - `openat2`: kernel-enforced containment under a directory fd.
 //! - `sendfile`: zero-copy file → socket with explicit offsets.
+//! - `ktls`: kernel TLS: the `tls` ULP, transmit keys, records of other
+//!   types (alerts, KeyUpdate) by control message.
 //! - `pidfd`: race-free child handles, signals, group kills.
 //! - `fdpass`: SCM_RIGHTS over the control channel.
 //! - `spawn`: a worker process's new session and control fd 3.
@@ -23,6 +25,7 @@ pub mod affinity;
 pub mod fdpass;
 pub mod heap;
 pub mod iovec;
+pub mod ktls;
 pub mod openat2;
 pub mod pidfd;
 pub mod priority;

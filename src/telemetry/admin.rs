@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 18] = [
+    let series: [Series; 19] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -185,6 +185,12 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "gauge",
             "TLS connections parked now (idle, holding no buffer and no timer).",
             |s| WorkerStats::get(&s.tls_parked),
+        ),
+        (
+            "servery_tls_ktls_total",
+            "counter",
+            "TLS connections whose records the kernel seals (kTLS).",
+            |s| WorkerStats::get(&s.tls_ktls),
         ),
         (
             "servery_handler_panics_total",

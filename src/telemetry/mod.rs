@@ -93,6 +93,8 @@ pub struct WorkerStats {
     pub tls_failures: [AtomicU64; 3],
     /// TLS connections parked now: idle, holding no buffer and no timer.
     pub tls_parked: AtomicU64,
+    /// TLS connections whose records the kernel seals (kTLS).
+    pub tls_ktls: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -323,6 +325,8 @@ pub struct Snapshot {
     pub tls_failures: [u64; 3],
     #[serde(default)]
     pub tls_parked: u64,
+    #[serde(default)]
+    pub tls_ktls: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -372,6 +376,7 @@ impl Snapshot {
             tls_failed: WorkerStats::get(&stats.tls_failed),
             tls_failures: stats.tls_failures.each_ref().map(WorkerStats::get),
             tls_parked: WorkerStats::get(&stats.tls_parked),
+            tls_ktls: WorkerStats::get(&stats.tls_ktls),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -406,6 +411,7 @@ impl Snapshot {
             *mine += theirs;
         }
         self.tls_parked += other.tls_parked;
+        self.tls_ktls += other.tls_ktls;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -445,6 +451,7 @@ impl Snapshot {
             stat.store(v, Relaxed);
         }
         stats.tls_parked.store(self.tls_parked, Relaxed);
+        stats.tls_ktls.store(self.tls_ktls, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

@@ -45,7 +45,7 @@ use registry::Registry;
 pub use crate::control::{Control, Driver, Report, State};
 pub use runtime::DriverChoice;
 
-pub use conn::{ConnSettings, H2c, Http2Conn};
+pub use conn::{ConnSettings, H2c, Http2Conn, KtlsChoice};
 
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {
@@ -230,6 +230,7 @@ async fn lifecycle<F: ServiceFactory>(
             init.settings.worker_output_bytes,
             init.stats.clone(),
         )),
+        ktls_missing: Cell::new(false),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

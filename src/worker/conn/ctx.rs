@@ -46,4 +46,7 @@ pub(crate) struct Ctx<H> {
     /// Response bytes all connections hold prepared and unsent
     /// (`--worker-output-bytes`).
     pub output: Rc<super::WorkerBudget>,
+    /// The kernel refused the `tls` ULP as one without TLS does: this
+    /// worker seals every TLS record itself (`--ktls auto`).
+    pub ktls_missing: Cell<bool>,
 }

@@ -58,6 +58,7 @@ pub(crate) use budget::WorkerBudget;
 pub(crate) use ctx::Ctx;
 pub use h2::{H2c, Http2Conn};
 pub use settings::ConnSettings;
+pub use transport::KtlsChoice;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -109,7 +110,11 @@ pub(crate) async fn serve_tls<H: Service>(
                 Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
             }
         }
-        _ => http1_then_h2c(tls, registration, ctx, facts).await,
+        _ => {
+            let mut tls = tls;
+            transport::offload(&mut tls, &ctx);
+            http1_then_h2c(tls, registration, ctx, facts).await
+        }
     }
 }
 

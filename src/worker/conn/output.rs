@@ -277,7 +277,12 @@ async fn write_queue<S: Transport>(
                 // path, and its state would otherwise widen every
                 // connection's future, idle ones included.
                 match stream.tcp() {
-                    Some(tcp) => Box::pin(send_file(tcp, &f, send_timeout, done)).await?,
+                    Some(tcp) => {
+                        let before = *done;
+                        let sent = Box::pin(send_file(tcp, &f, send_timeout, done)).await;
+                        stream.sent_zero_copy(*done - before);
+                        sent?
+                    }
                     None => Box::pin(send_buffered(stream, &f, send_timeout, done)).await?,
                 }
             }

@@ -9,6 +9,7 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use super::h2::Http2Conn;
+use super::transport::KtlsChoice;
 use crate::http::Limits;
 
 /// What every worker applies to its connections, as validated: the workers
@@ -35,6 +36,8 @@ pub struct ConnSettings {
     pub max_connections_total: Option<u64>,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Who seals TLS records: the kernel where it can (`auto`), or us.
+    pub ktls: KtlsChoice,
     /// Lingering close: time in all, silence between reads, bytes discarded.
     pub lingering_time: Duration,
     pub lingering_timeout: Duration,

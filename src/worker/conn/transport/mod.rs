@@ -34,14 +34,29 @@ use monoio::BufResult;
 
 use super::super::registry::Registration;
 use super::Ctx;
+use crate::choice::choice;
 use crate::telemetry::{TlsFailure, WorkerStats};
 use session::Error;
+
+choice! {
+    /// Who seals the TLS records a connection sends (`--ktls`).
+    pub enum KtlsChoice {
+        /// The kernel (kTLS) where it has TLS and the session suits it
+        /// (TLS 1.3, HTTP/1.1); user space otherwise.
+        Auto = "auto",
+        /// User space always.
+        Off = "off",
+    }
+}
 
 /// What a connection runs over: plain TCP, or TLS on TCP.
 pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     /// The socket itself, when response bytes go to it unchanged (so file
-    /// bodies can be sent zero-copy); `None` for TLS, which must encrypt.
+    /// bodies can be sent zero-copy): plain TCP, and TLS whose records the
+    /// kernel seals (kTLS); `None` for TLS sealed in user space.
     fn tcp(&mut self) -> Option<&mut TcpStream>;
+    /// `bytes` were sent zero-copy to [`Transport::tcp`]'s socket.
+    fn sent_zero_copy(&mut self, _bytes: u64) {}
     /// The socket, when nothing received waits above it (no plaintext, no
     /// partial record), so its readiness is the connection's: the idle
     /// wait reads or parks on it.
@@ -49,10 +64,11 @@ pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     /// The connection parks (idle past the grace): give back everything
     /// that holds nothing (TLS: its buffers and expanded keys).
     fn park(&mut self) {}
-    /// Bytes are encrypted in user space (TLS): in-memory pieces are staged
-    /// into one plaintext write, a read must go through the stream (what
-    /// the socket holds is ciphertext), and closing first says so
-    /// in-protocol (close_notify, RFC 8446 §6.1).
+    /// Bytes are encrypted (TLS, in user space or by the kernel): in-memory
+    /// pieces are staged into one plaintext write (so records are full), a
+    /// read must go through the stream (what the socket holds is
+    /// ciphertext), and closing first says so in-protocol (close_notify,
+    /// RFC 8446 §6.1).
     const ENCRYPTS: bool;
     /// The stream may turn HTTP/2 by the h2c preface (plain TCP; a TLS
     /// connection chose its protocol by ALPN in the handshake).
@@ -98,7 +114,14 @@ impl Transport for TcpStream {
 
 impl Transport for TlsStream {
     fn tcp(&mut self) -> Option<&mut TcpStream> {
-        None
+        if self.kernel_seals() {
+            Some(self.socket())
+        } else {
+            None
+        }
+    }
+    fn sent_zero_copy(&mut self, bytes: u64) {
+        TlsStream::sent_zero_copy(self, bytes);
     }
     fn idle_socket(&mut self) -> Option<&mut TcpStream> {
         if !self.drained() {
@@ -193,6 +216,23 @@ pub(super) async fn handshake_within<H>(
         }
     }
     None
+}
+
+/// After the handshake of a connection that will speak HTTP/1.1: hand its
+/// send keys to the kernel where `--ktls auto` and the kernel allow. The
+/// first refusal that says the kernel has no TLS stops this worker trying
+/// (the supervisor said so once at start); any other refusal leaves this
+/// one connection to user space.
+pub(super) fn offload<H>(tls: &mut TlsStream, ctx: &Ctx<H>) {
+    if ctx.settings.ktls == KtlsChoice::Off || ctx.ktls_missing.get() {
+        return;
+    }
+    match tls.offload() {
+        Ok(()) => WorkerStats::add(&ctx.stats.tls_ktls, 1),
+        Err(e) if crate::sys::ktls::unavailable(&e) => ctx.ktls_missing.set(true),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+        Err(e) => tracing::debug!(error = %e, "kTLS refused; this connection seals in user space"),
+    }
 }
 
 /// Count a failed handshake, in the total and by its reason.

@@ -24,6 +24,12 @@
 //! handshake message other than KeyUpdate, change_cipher_spec, a record
 //! that does not open) is a fatal alert. TLS 1.2 connections stay on
 //! rustls's own record layer.
+//!
+//! With kernel TLS (`--ktls auto` where the kernel has it) the kernel seals
+//! what we send: [`Records::kernel_tx`] gives it our send keys, and from
+//! then on what must go as a record of another type (our KeyUpdate, an
+//! alert) is left [`Due`] for the stream to send by control message;
+//! receiving stays here.
 
 use std::ops::Range;
 
@@ -31,6 +37,8 @@ use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use rustls::kernel::KernelConnection;
 use rustls::server::ServerConnectionData;
 use rustls::{ConnectionTrafficSecrets, SupportedCipherSuite};
+
+use crate::sys::ktls::{Cipher, CryptoInfo};
 
 /// A TLS 1.3 record's payload may be at most 2^14 + 256 bytes (RFC 8446
 /// §5.2).
@@ -41,10 +49,12 @@ pub(crate) const MAX_CONTENT: usize = 16_384;
 const TAG: usize = 16;
 
 const CHANGE_CIPHER_SPEC: u8 = 20;
-const ALERT: u8 = 21;
-const HANDSHAKE: u8 = 22;
+pub(crate) const ALERT: u8 = 21;
+pub(crate) const HANDSHAKE: u8 = 22;
 pub(crate) const APPLICATION_DATA: u8 = 23;
 const KEY_UPDATE: u8 = 24;
+/// Our KeyUpdate, not asking for the peer's (RFC 8446 §4.6.3).
+pub(crate) const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [KEY_UPDATE, 0, 0, 1, 0];
 
 /// Alert descriptions we send (RFC 8446 §6).
 pub(crate) mod alert {
@@ -54,6 +64,16 @@ pub(crate) mod alert {
     pub(crate) const RECORD_OVERFLOW: u8 = 22;
     pub(crate) const DECODE_ERROR: u8 = 50;
     pub(crate) const INTERNAL_ERROR: u8 = 80;
+
+    /// An alert's level: warning (1) for close_notify, fatal (2) for the
+    /// rest (RFC 8446 §6).
+    pub(crate) fn level(desc: u8) -> u8 {
+        if desc == CLOSE_NOTIFY {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// Why a record was refused: the alert to send.
@@ -127,6 +147,24 @@ fn algorithm(secrets: &ConnectionTrafficSecrets) -> (&'static aead::Algorithm, &
     }
 }
 
+/// The kernel's form of one direction's keys (kTLS), with the sequence
+/// number of its next record; `None` for a suite the kernel is not given.
+pub(crate) fn crypto_info(secrets: &ConnectionTrafficSecrets, seq: u64) -> Option<CryptoInfo> {
+    let (cipher, key, iv) = match secrets {
+        ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
+            (Cipher::Aes128Gcm, key.as_ref(), iv.as_ref())
+        }
+        ConnectionTrafficSecrets::Aes256Gcm { key, iv } => {
+            (Cipher::Aes256Gcm, key.as_ref(), iv.as_ref())
+        }
+        ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+            (Cipher::Chacha20Poly1305, key.as_ref(), iv.as_ref())
+        }
+        _ => return None,
+    };
+    CryptoInfo::tls13(cipher, key, iv, seq).ok()
+}
+
 /// Whether records of these secrets are ours to protect (TLS 1.3's three
 /// AEADs); anything else stays with rustls.
 pub(crate) fn supported(secrets: &ConnectionTrafficSecrets) -> bool {
@@ -138,14 +176,40 @@ pub(crate) fn supported(secrets: &ConnectionTrafficSecrets) -> bool {
     )
 }
 
+/// Who seals what we send.
+enum Tx {
+    /// We do, with these keys.
+    Own(Keys),
+    /// The kernel (kTLS) has our keys; at most `sealed` records went under
+    /// them (an upper bound the stream keeps, from what it wrote).
+    Kernel { sealed: u64 },
+}
+
+/// Records the kernel must be given by control message (kTLS): our
+/// KeyUpdate (then our new send keys), an alert. At most one of each:
+/// one KeyUpdate answers every request that came before it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Due {
+    pub(crate) key_update: bool,
+    pub(crate) alert: Option<u8>,
+}
+
+impl Due {
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Due::default()
+    }
+}
+
 /// A TLS 1.3 connection's record protection after its handshake.
 pub(crate) struct Records {
     kernel: KernelConnection<ServerConnectionData>,
-    tx: Keys,
+    tx: Tx,
     rx: Keys,
     /// Records sealed under one key before we update it (the suite's
     /// confidentiality limit, with margin).
     tx_limit: u64,
+    /// What the kernel must send for us (kTLS only).
+    due: Due,
 }
 
 /// What opening a record found.
@@ -170,23 +234,83 @@ impl Records {
         };
         Records {
             kernel,
-            tx: Keys::new(secrets.tx),
+            tx: Tx::Own(Keys::new(secrets.tx)),
             rx: Keys::new(secrets.rx),
             tx_limit: limit - limit / 16,
+            due: Due::default(),
         }
     }
 
     /// Update our send keys after `n` more records (tests).
     #[cfg(test)]
     pub(crate) fn limit_after(&mut self, n: u64) {
-        self.tx_limit = self.tx.seq + n;
+        let sealed = match &self.tx {
+            Tx::Own(keys) => keys.seq,
+            Tx::Kernel { sealed } => *sealed,
+        };
+        self.tx_limit = sealed + n;
     }
 
     /// Drop the expanded keys (rebuilt on the next record): what an idle
     /// connection does.
     pub(crate) fn release(&mut self) {
-        self.tx.key = None;
+        if let Tx::Own(keys) = &mut self.tx {
+            keys.key = None;
+        }
         self.rx.key = None;
+    }
+
+    /// Our send keys in the kernel's form, with the next record's sequence
+    /// number (while we seal; `None` once the kernel does).
+    pub(crate) fn kernel_tx(&self) -> Option<CryptoInfo> {
+        match &self.tx {
+            Tx::Own(keys) => crypto_info(&keys.secrets, keys.seq),
+            Tx::Kernel { .. } => None,
+        }
+    }
+
+    /// The kernel took our send keys ([`Records::kernel_tx`]): ours are
+    /// dropped, and it seals from here.
+    pub(crate) fn kernel_sends(&mut self) {
+        if let Tx::Own(keys) = &self.tx {
+            self.tx = Tx::Kernel { sealed: keys.seq };
+        }
+    }
+
+    /// The kernel seals what we send.
+    pub(crate) fn kernel_seals(&self) -> bool {
+        matches!(self.tx, Tx::Kernel { .. })
+    }
+
+    /// The kernel may have sealed `records` more records: at the
+    /// confidentiality limit our KeyUpdate falls due.
+    pub(crate) fn kernel_sent(&mut self, records: u64) {
+        if let Tx::Kernel { sealed } = &mut self.tx {
+            *sealed = sealed.saturating_add(records);
+            if *sealed >= self.tx_limit {
+                self.due.key_update = true;
+            }
+        }
+    }
+
+    /// What the kernel must send for us, taken.
+    pub(crate) fn take_due(&mut self) -> Due {
+        std::mem::take(&mut self.due)
+    }
+
+    /// Our next send keys in the kernel's form, for after our KeyUpdate has
+    /// been sent under the current ones.
+    pub(crate) fn next_kernel_tx(&mut self) -> Result<CryptoInfo, Refused> {
+        let (seq, secrets) = self
+            .kernel
+            .update_tx_secret()
+            .map_err(|_| Refused::Alert("cannot update our keys", alert::INTERNAL_ERROR))?;
+        let info = crypto_info(&secrets, seq).ok_or(Refused::Alert(
+            "cannot update our keys",
+            alert::INTERNAL_ERROR,
+        ))?;
+        self.tx = Tx::Kernel { sealed: seq };
+        Ok(info)
     }
 
     /// Seal one record of `typ` with `content` (at most [`MAX_CONTENT`]
@@ -201,14 +325,21 @@ impl Records {
         end: &mut usize,
     ) -> Result<(), Refused> {
         debug_assert!(content.len() <= MAX_CONTENT);
-        if self.tx.seq >= self.tx_limit {
+        let Tx::Own(keys) = &self.tx else {
+            return Err(Refused::Alert("the kernel seals", alert::INTERNAL_ERROR));
+        };
+        if keys.seq >= self.tx_limit {
             self.update_tx(out, end)?;
         }
         self.seal_record(typ, content, out, end);
         Ok(())
     }
 
+    /// Seal one record under our keys (only while we seal).
     fn seal_record(&mut self, typ: u8, content: &[u8], out: &mut Vec<u8>, end: &mut usize) {
+        let Tx::Own(keys) = &mut self.tx else {
+            return;
+        };
         let len = content.len() + 1 + TAG;
         let start = *end;
         if out.len() < start + 5 + len {
@@ -219,9 +350,8 @@ impl Records {
         let body = start + 5;
         out[body..body + content.len()].copy_from_slice(content);
         out[body + content.len()] = typ;
-        let nonce = self.tx.next_nonce();
-        let tag = self
-            .tx
+        let nonce = keys.next_nonce();
+        let tag = keys
             .key()
             .seal_in_place_separate_tag(
                 nonce,
@@ -234,8 +364,12 @@ impl Records {
     }
 
     /// Tell the peer our send keys change (KeyUpdate, not asking for its
-    /// own), then change them.
+    /// own), then change them; with kTLS, leave it due for the stream.
     fn update_tx(&mut self, out: &mut Vec<u8>, end: &mut usize) -> Result<(), Refused> {
+        if self.kernel_seals() {
+            self.due.key_update = true;
+            return Ok(());
+        }
         // Derived first: a KeyUpdate must not be sent for keys we cannot
         // move to.
         let next = self
@@ -243,8 +377,8 @@ impl Records {
             .update_tx_secret()
             .map_err(|_| Refused::Alert("cannot update our keys", alert::INTERNAL_ERROR))?;
         // Sealed under the keys it retires (RFC 8446 §4.6.3).
-        self.seal_record(HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0], out, end);
-        self.tx = Keys::new(next);
+        self.seal_record(HANDSHAKE, &KEY_UPDATE_NOT_REQUESTED, out, end);
+        self.tx = Tx::Own(Keys::new(next));
         Ok(())
     }
 
@@ -323,9 +457,14 @@ impl Records {
         }
     }
 
-    /// Seal an alert (`desc`; fatal unless it is close_notify).
+    /// Seal an alert (`desc`; fatal unless it is close_notify); with kTLS,
+    /// leave it due for the stream (the first one: nothing follows it).
     pub(crate) fn alert(&mut self, desc: u8, out: &mut Vec<u8>, end: &mut usize) {
-        let level = if desc == alert::CLOSE_NOTIFY { 1 } else { 2 };
+        if self.kernel_seals() {
+            self.due.alert.get_or_insert(desc);
+            return;
+        }
+        let level = alert::level(desc);
         // Keys past their limit that cannot be updated: the alert goes
         // under the old ones rather than not at all (the connection ends).
         if self.seal(ALERT, &[level, desc], out, end).is_err() {

@@ -8,6 +8,12 @@
 //! leaves in one system call. A connection with nothing buffered here
 //! ([`TlsStream::drained`]) can wait on its socket's readiness holding no
 //! buffer at all, as a plain one does.
+//!
+//! With kernel TLS ([`TlsStream::offload`]) the kernel seals what is
+//! written: plaintext goes to the socket as it is (file bodies by
+//! `sendfile`, through `Transport::tcp`), records of another type (an
+//! alert, our KeyUpdate) by control message after what was queued before
+//! them, and receiving stays in user space.
 
 use std::io;
 use std::rc::Rc;
@@ -19,8 +25,11 @@ use monoio::net::TcpStream;
 use monoio::BufResult;
 
 use super::super::pool::Pool;
+use super::records::{self, alert};
 use super::session::{Error, Got, Session};
+use crate::sys::ktls;
 use crate::sys::rent;
+use crate::sys::socket::stream_fd;
 
 /// How much ciphertext buffer a busy connection keeps between writes; a
 /// larger one (a file's chunks) is freed when sent.
@@ -102,6 +111,33 @@ impl TlsStream {
         }
     }
 
+    /// Hand our send keys to the kernel (kTLS): the `tls` ULP, then our
+    /// keys as its transmit keys. `Err` leaves sealing to us: `Unsupported`
+    /// when this session's keys cannot be handed over (TLS 1.2, something
+    /// queued), or the kernel's refusal ([`ktls::unavailable`] tells
+    /// whether it has TLS at all).
+    pub(crate) fn offload(&mut self) -> io::Result<()> {
+        let Some(info) = self.session.kernel_tx() else {
+            return Err(io::ErrorKind::Unsupported.into());
+        };
+        let fd = stream_fd(&self.tcp);
+        ktls::attach(fd)?;
+        ktls::set_tx(fd, &info)?;
+        self.session.kernel_sends();
+        Ok(())
+    }
+
+    /// The kernel seals what this stream sends.
+    pub(crate) fn kernel_seals(&self) -> bool {
+        self.session.kernel_seals()
+    }
+
+    /// `bytes` went to a kernel-sealed socket zero-copy: count the records
+    /// they may have made (one per page at most) toward our key's limit.
+    pub(crate) fn sent_zero_copy(&mut self, bytes: u64) {
+        self.session.kernel_sent(bytes / 4096 + 1);
+    }
+
     /// The socket and the session, for HTTP/2's poll-style adapter.
     pub(crate) fn into_parts(mut self) -> (TcpStream, Box<Session>) {
         self.release();
@@ -130,7 +166,65 @@ impl TlsStream {
             }
         }
         self.session.release_out(OUT_KEEP_BYTES);
+        self.send_due().await
+    }
+
+    /// Send what the kernel must be told by record (kTLS): our KeyUpdate,
+    /// then our new keys to it; an alert. A kernel that cannot take new
+    /// keys (before Linux 6.14) ends the connection instead, with
+    /// close_notify under the keys both sides still share.
+    async fn send_due(&mut self) -> io::Result<()> {
+        let due = self.session.take_due();
+        if due.is_empty() {
+            return Ok(());
+        }
+        if due.key_update {
+            if !ktls::can_rekey() {
+                let close = [alert::level(alert::CLOSE_NOTIFY), alert::CLOSE_NOTIFY];
+                let said = self.send_record(records::ALERT, &close).await;
+                self.session.fail();
+                said?;
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "TLS key update: this kernel cannot take new send keys",
+                ));
+            }
+            // Derived first: a KeyUpdate must not announce keys we lack.
+            let next = self.session.next_kernel_tx().map_err(tls_to_io)?;
+            self.send_record(records::HANDSHAKE, &records::KEY_UPDATE_NOT_REQUESTED)
+                .await?;
+            if let Err(e) = ktls::set_tx(stream_fd(&self.tcp), &next) {
+                // The peer has moved to keys the kernel does not have.
+                self.session.fail();
+                return Err(e);
+            }
+        }
+        if let Some(desc) = due.alert {
+            self.send_record(records::ALERT, &[alert::level(desc), desc])
+                .await?;
+        }
         Ok(())
+    }
+
+    /// One record of type `typ` through the kernel's TLS.
+    async fn send_record(&mut self, typ: u8, data: &[u8]) -> io::Result<()> {
+        let mut at = 0;
+        while at < data.len() {
+            match ktls::send_record(stream_fd(&self.tcp), typ, &data[at..]) {
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.tcp.writable(false).await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A write of `n` bytes to a kernel-sealed socket made at most this
+    /// many records.
+    fn kernel_wrote(&mut self, n: usize) {
+        self.session
+            .kernel_sent((n / records::MAX_CONTENT) as u64 + 1);
     }
 
     /// Read more ciphertext into the session, in a pooled buffer when it
@@ -224,11 +318,31 @@ impl AsyncReadRent for TlsStream {
 
 impl AsyncWriteRent for TlsStream {
     async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        if self.kernel_seals() {
+            if let Err(e) = self.send().await {
+                return (Err(e), buf);
+            }
+            let (res, buf) = self.tcp.write(buf).await;
+            if let Ok(n) = res {
+                self.kernel_wrote(n);
+            }
+            return (res, buf);
+        }
         let res = self.write_from(rent::filled(&buf)).await;
         (res, buf)
     }
 
     async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        if self.kernel_seals() {
+            if let Err(e) = self.send().await {
+                return (Err(e), buf);
+            }
+            let (res, buf) = self.tcp.writev(buf).await;
+            if let Ok(n) = res {
+                self.kernel_wrote(n);
+            }
+            return (res, buf);
+        }
         // One staged plaintext, so small pieces make full records.
         let mut staged = Vec::new();
         rent::gather(&buf, &mut staged);

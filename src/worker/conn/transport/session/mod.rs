@@ -36,7 +36,8 @@
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 
-use super::records::{self, Opened, Records, Refused};
+use super::records::{self, Due, Opened, Records, Refused};
+use crate::sys::ktls::CryptoInfo;
 
 /// The most one TLS record takes on the wire: a 5-byte header and a
 /// payload of at most 2^14 + 2048 bytes (RFC 8446 §5.2; rustls refuses
@@ -185,6 +186,67 @@ impl Session {
     /// handshake), not rustls's.
     pub(crate) fn own_records(&self) -> bool {
         matches!(self.engine, Engine::Own(_))
+    }
+
+    /// Our send keys in the kernel's form (kTLS), when they can be handed
+    /// over now: a TLS 1.3 session on our own records, nothing queued to
+    /// send, nothing failed or closed.
+    pub(crate) fn kernel_tx(&self) -> Option<CryptoInfo> {
+        match &self.engine {
+            Engine::Own(own) if !self.failed && !own.closed && self.out().is_empty() => {
+                own.records.kernel_tx()
+            }
+            _ => None,
+        }
+    }
+
+    /// The kernel took our send keys: it seals from here, and what we send
+    /// goes to the socket as it is.
+    pub(crate) fn kernel_sends(&mut self) {
+        if let Engine::Own(own) = &mut self.engine {
+            own.records.kernel_sends();
+        }
+    }
+
+    /// The kernel seals what we send (kTLS).
+    pub(crate) fn kernel_seals(&self) -> bool {
+        matches!(&self.engine, Engine::Own(own) if own.records.kernel_seals())
+    }
+
+    /// The kernel may have sealed `records` more records of ours.
+    pub(crate) fn kernel_sent(&mut self, records: u64) {
+        if let Engine::Own(own) = &mut self.engine {
+            own.records.kernel_sent(records);
+        }
+    }
+
+    /// The records the kernel must be given by control message (kTLS),
+    /// taken: send them after [`Session::out`], in the order of the fields.
+    pub(crate) fn take_due(&mut self) -> Due {
+        match &mut self.engine {
+            Engine::Own(own) => own.records.take_due(),
+            _ => Due::default(),
+        }
+    }
+
+    /// Our next send keys in the kernel's form, once our KeyUpdate is sent.
+    pub(crate) fn next_kernel_tx(&mut self) -> Result<CryptoInfo, Error> {
+        let Engine::Own(own) = &mut self.engine else {
+            return Err(Error::Failed);
+        };
+        match own.records.next_kernel_tx() {
+            Ok(info) => Ok(info),
+            Err(refused) => {
+                self.failed = true;
+                Err(Error::Record(refused))
+            }
+        }
+    }
+
+    /// The session is over without another word: nothing more is sealed or
+    /// sent (our keys and the peer's no longer agree).
+    pub(crate) fn fail(&mut self) {
+        self.failed = true;
     }
 
     /// The server name the client asked for (SNI), if any.
@@ -583,6 +645,13 @@ impl Session {
             return Err(Error::Failed);
         }
         let data = &data[..data.len().min(ENCRYPT_MAX)];
+        if self.kernel_seals() {
+            // The kernel seals it on its way out.
+            grow_out(&mut self.out, self.out_end + data.len());
+            self.out[self.out_end..self.out_end + data.len()].copy_from_slice(data);
+            self.out_end += data.len();
+            return Ok(data.len());
+        }
         if let Engine::Own(own) = &mut self.engine {
             let records = data.len().div_ceil(records::MAX_CONTENT);
             grow_out(

@@ -156,7 +156,12 @@ fn established(c: &mut rustls::ClientConnection) -> Session {
 fn to_client(s: &mut Session, c: &mut rustls::ClientConnection) -> Vec<u8> {
     let out = s.out().to_vec();
     s.sent(out.len());
-    let mut at = &out[..];
+    client_reads(c, &out)
+}
+
+/// What the client reads of `wire`.
+fn client_reads(c: &mut rustls::ClientConnection, wire: &[u8]) -> Vec<u8> {
+    let mut at = wire;
     let mut plain = Vec::new();
     while !at.is_empty() {
         c.read_tls(&mut at).unwrap();
@@ -240,10 +245,8 @@ fn close_notify_ends_the_stream_and_ours_is_sent_once() {
     );
 }
 
-#[test]
-fn a_record_that_does_not_open_is_refused_with_an_alert() {
-    let mut c = client();
-    let mut s = established(&mut c);
+/// A record from `c` with its last byte changed, received by `s`.
+fn receive_tampered(c: &mut rustls::ClientConnection, s: &mut Session) {
     c.writer().write_all(b"tampered").unwrap();
     let mut wire = Vec::new();
     while c.wants_write() {
@@ -253,6 +256,13 @@ fn a_record_that_does_not_open_is_refused_with_an_alert() {
     wire[last] ^= 1;
     s.rx().unwrap();
     s.rx.extend_from_slice(&wire);
+}
+
+#[test]
+fn a_record_that_does_not_open_is_refused_with_an_alert() {
+    let mut c = client();
+    let mut s = established(&mut c);
+    receive_tampered(&mut c, &mut s);
     let r = s.read(|p| p.len());
     assert!(
         matches!(
@@ -304,4 +314,163 @@ fn tls12_sessions_stay_with_rustls() {
     assert_eq!(s.version(), Some(rustls::ProtocolVersion::TLSv1_2));
     s.encrypt(b"pong").unwrap();
     assert_eq!(to_client(&mut s, &mut c), b"pong");
+}
+
+/// What the kernel does with the keys it is given (kTLS), read back from
+/// the bytes `setsockopt` would pass: seal records from that sequence
+/// number on, as RFC 8446 §5.2 has them.
+struct Kernel {
+    key: ring::aead::LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+}
+
+impl Kernel {
+    fn took(info: &CryptoInfo) -> Kernel {
+        use ring::aead::{AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
+        let b = info.as_bytes();
+        assert_eq!(u16::from_ne_bytes([b[0], b[1]]), 0x0304, "TLS 1.3");
+        let (alg, iv, key, seq) = match u16::from_ne_bytes([b[2], b[3]]) {
+            51 => (
+                &AES_128_GCM,
+                [&b[28..32], &b[4..12]].concat(),
+                &b[12..28],
+                &b[32..40],
+            ),
+            52 => (
+                &AES_256_GCM,
+                [&b[44..48], &b[4..12]].concat(),
+                &b[12..44],
+                &b[48..56],
+            ),
+            54 => (
+                &CHACHA20_POLY1305,
+                b[4..16].to_vec(),
+                &b[16..48],
+                &b[48..56],
+            ),
+            other => panic!("cipher {other}"),
+        };
+        Kernel {
+            key: ring::aead::LessSafeKey::new(ring::aead::UnboundKey::new(alg, key).unwrap()),
+            iv: iv.try_into().unwrap(),
+            seq: u64::from_be_bytes(seq.try_into().unwrap()),
+        }
+    }
+
+    fn seal(&mut self, typ: u8, content: &[u8]) -> Vec<u8> {
+        let len = content.len() + 1 + 16;
+        let header = [23, 3, 3, (len >> 8) as u8, len as u8];
+        let mut nonce = self.iv;
+        for (n, s) in nonce[4..].iter_mut().zip(self.seq.to_be_bytes()) {
+            *n ^= s;
+        }
+        self.seq += 1;
+        let mut body = [content, &[typ]].concat();
+        self.key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(header),
+                &mut body,
+            )
+            .unwrap();
+        [&header[..], &body].concat()
+    }
+}
+
+fn client_of(suite: rustls::SupportedCipherSuite) -> rustls::ClientConnection {
+    let mut p = rustls::crypto::ring::default_provider();
+    p.cipher_suites = vec![suite];
+    client_with(Arc::new(p), &[&rustls::version::TLS13])
+}
+
+const SUITES: [rustls::SupportedCipherSuite; 3] = [
+    rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+    rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+    rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+];
+
+#[test]
+fn the_kernel_seals_with_our_send_keys_from_our_next_record_on() {
+    for suite in SUITES {
+        let mut c = client_of(suite);
+        let mut s = established(&mut c);
+        s.encrypt(b"sealed by us").unwrap();
+        assert_eq!(to_client(&mut s, &mut c), b"sealed by us");
+        let info = s.kernel_tx().expect("TLS 1.3 keys can be handed over");
+        s.kernel_sends();
+        assert!(s.kernel_seals());
+        assert!(s.kernel_tx().is_none(), "handed over once");
+        let mut kernel = Kernel::took(&info);
+        let wire = kernel.seal(records::APPLICATION_DATA, b"sealed by the kernel");
+        assert_eq!(
+            client_reads(&mut c, &wire),
+            b"sealed by the kernel",
+            "{suite:?}"
+        );
+        // Receiving stays ours.
+        c.writer().write_all(b"next request").unwrap();
+        assert_eq!(to_server(&mut c, &mut s).unwrap(), Got::Bytes(12));
+    }
+}
+
+#[test]
+fn keys_are_not_handed_over_with_ciphertext_queued_nor_for_tls12() {
+    let mut c = client();
+    let mut s = established(&mut c);
+    s.encrypt(b"unsent").unwrap();
+    assert!(s.kernel_tx().is_none(), "queued records first");
+    to_client(&mut s, &mut c);
+    assert!(s.kernel_tx().is_some());
+    let mut c = client_with(provider(), &[&rustls::version::TLS12]);
+    let s = established(&mut c);
+    assert!(s.kernel_tx().is_none(), "TLS 1.2 stays with rustls");
+}
+
+#[test]
+fn a_key_update_asked_for_goes_by_the_kernel_then_the_new_keys_do() {
+    for suite in SUITES {
+        let mut c = client_of(suite);
+        let mut s = established(&mut c);
+        let mut kernel = Kernel::took(&s.kernel_tx().unwrap());
+        s.kernel_sends();
+        c.refresh_traffic_keys().unwrap();
+        c.writer().write_all(b"after update").unwrap();
+        assert_eq!(to_server(&mut c, &mut s).unwrap(), Got::Bytes(12));
+        assert!(s.out().is_empty(), "nothing sealed by us");
+        let due = s.take_due();
+        assert!(due.key_update && due.alert.is_none(), "{due:?}");
+        assert!(s.take_due().is_empty(), "taken once");
+        let next = s.next_kernel_tx().unwrap();
+        let mut wire = kernel.seal(records::HANDSHAKE, &records::KEY_UPDATE_NOT_REQUESTED);
+        let mut renewed = Kernel::took(&next);
+        assert_eq!(renewed.seq, 0, "new keys start at record 0");
+        wire.extend(renewed.seal(records::APPLICATION_DATA, b"under new keys"));
+        assert_eq!(client_reads(&mut c, &wire), b"under new keys", "{suite:?}");
+    }
+}
+
+#[test]
+fn with_the_kernel_sealing_alerts_and_our_key_update_are_left_due() {
+    let mut c = client();
+    let mut s = established(&mut c);
+    s.kernel_tx().unwrap();
+    s.kernel_sends();
+    let Engine::Own(own) = &mut s.engine else {
+        panic!("TLS 1.3 records are ours");
+    };
+    own.records.limit_after(10);
+    s.kernel_sent(9);
+    assert!(s.take_due().is_empty());
+    s.kernel_sent(1);
+    assert!(s.take_due().key_update, "at the confidentiality limit");
+    s.close_notify().unwrap();
+    s.close_notify().unwrap();
+    assert!(s.out().is_empty());
+    assert_eq!(s.take_due().alert, Some(records::alert::CLOSE_NOTIFY));
+    // A record that does not open: its alert is due, and the session over.
+    receive_tampered(&mut c, &mut s);
+    assert!(s.read(|p| p.len()).is_err());
+    assert_eq!(s.take_due().alert, Some(records::alert::BAD_RECORD_MAC));
+    assert!(matches!(s.encrypt(b"x"), Err(Error::Failed)));
 }
