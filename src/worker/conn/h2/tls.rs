@@ -99,10 +99,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tls<T> {
             if let Poll::Ready(Err(e)) = sent {
                 return Poll::Ready(Err(e));
             }
-            if !this.session.has_rx_buffer() {
-                this.session.lend_rx(this.pool.take());
-            }
-            let rx = match this.session.rx() {
+            let pool = &this.pool;
+            let rx = match this.session.rx_or(|| pool.take()) {
                 Ok(rx) => rx,
                 Err(e) => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e))),
             };

@@ -98,17 +98,11 @@ impl TlsStream {
     /// Ciphertext read straight from the socket (an idle wait's read): the
     /// session takes it as what it received, in the same pooled buffer.
     pub(crate) fn received(&mut self, raw: Vec<u8>) {
-        if self.session.has_rx_buffer() {
-            // Only a drained stream is read around (`Transport::idle_socket`),
-            // so this holds nothing; keep the order regardless.
-            let rx = self.session.take_rx();
-            let mut joined = rx;
-            joined.extend_from_slice(&raw);
-            self.session.put_rx(joined);
-            self.pool.give(raw);
-        } else {
-            self.session.put_rx(raw);
-        }
+        // Only a drained stream is read around (`Transport::idle_socket`,
+        // which gave its empty buffer back first).
+        debug_assert!(self.session.drained());
+        self.give_rx();
+        self.session.put_rx(raw);
     }
 
     /// Hand our send keys to the kernel (kTLS): the `tls` ULP, then our
@@ -230,10 +224,8 @@ impl TlsStream {
     /// Read more ciphertext into the session, in a pooled buffer when it
     /// has none. `false` at the end of the stream.
     async fn receive(&mut self) -> io::Result<bool> {
-        if !self.session.has_rx_buffer() {
-            self.session.lend_rx(self.pool.take());
-        }
-        self.session.rx().map_err(tls_to_io)?;
+        let pool = &self.pool;
+        self.session.rx_or(|| pool.take()).map_err(tls_to_io)?;
         let buf = self.session.take_rx();
         let (len, cap) = (buf.len(), buf.capacity());
         let (res, slice) = self.tcp.read(buf.slice_mut(len..cap)).await;

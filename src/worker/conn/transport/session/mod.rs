@@ -292,19 +292,28 @@ impl Session {
         Ok(&mut self.rx)
     }
 
+    /// [`Session::rx`], with a buffer from `lend` (the worker's pool) when
+    /// the session holds none.
+    pub(crate) fn rx_or(&mut self, lend: impl FnOnce() -> Vec<u8>) -> Result<&mut Vec<u8>, Error> {
+        if !self.has_rx_buffer() {
+            self.lend_rx(lend());
+        }
+        self.rx()
+    }
+
     /// Received ciphertext not yet processed, in bytes.
     pub(crate) fn rx_len(&self) -> usize {
         self.rx.len()
     }
 
     /// The session holds a buffer for received ciphertext.
-    pub(crate) fn has_rx_buffer(&self) -> bool {
+    fn has_rx_buffer(&self) -> bool {
         self.rx.capacity() > 0
     }
 
     /// Put a buffer to read ciphertext into (a pooled one); only when it
     /// holds none ([`Session::has_rx_buffer`]).
-    pub(crate) fn lend_rx(&mut self, mut buf: Vec<u8>) {
+    fn lend_rx(&mut self, mut buf: Vec<u8>) {
         debug_assert!(!self.has_rx_buffer());
         buf.clear();
         self.rx = buf;
@@ -469,22 +478,7 @@ impl Session {
                     None
                 }
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    let out = &mut self.out;
-                    let end = &mut self.out_end;
-                    let mut room = RECORD_RX_MAX;
-                    loop {
-                        grow_out(out, *end + room);
-                        match encode.encode(&mut out[*end..]) {
-                            Ok(n) => {
-                                *end += n;
-                                break;
-                            }
-                            Err(EncodeError::InsufficientSize(s)) => room = s.required_size,
-                            Err(e @ EncodeError::AlreadyEncoded) => {
-                                return Err(Error::Encode(e.to_string()))
-                            }
-                        }
-                    }
+                    encode_into(&mut encode, &mut self.out, &mut self.out_end)?;
                     None
                 }
                 // Sending is the caller's: `out` goes before anything else.
@@ -713,18 +707,7 @@ impl Session {
                     continue;
                 }
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    let mut room = RECORD_RX_MAX;
-                    loop {
-                        grow_out(&mut self.out, self.out_end + room);
-                        match encode.encode(&mut self.out[self.out_end..]) {
-                            Ok(n) => {
-                                self.out_end += n;
-                                break;
-                            }
-                            Err(EncodeError::InsufficientSize(s)) => room = s.required_size,
-                            Err(e) => return Err(Error::Encode(e.to_string())),
-                        }
-                    }
+                    encode_into(&mut encode, &mut self.out, &mut self.out_end)?;
                     false
                 }
                 Ok(ConnectionState::TransmitTlsData(transmit)) => {
@@ -790,11 +773,7 @@ impl Session {
                     continue;
                 }
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    grow_out(&mut self.out, self.out_end + RECORD_RX_MAX);
-                    match encode.encode(&mut self.out[self.out_end..]) {
-                        Ok(n) => self.out_end += n,
-                        Err(e) => return Err(Error::Encode(e.to_string())),
-                    }
+                    encode_into(&mut encode, &mut self.out, &mut self.out_end)?;
                     false
                 }
                 Ok(ConnectionState::TransmitTlsData(transmit)) => {
@@ -831,14 +810,33 @@ impl Session {
             let UnbufferedStatus { state, .. } = conn.process_tls_records(&mut []);
             match state {
                 Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    grow_out(&mut self.out, self.out_end + RECORD_RX_MAX);
-                    if let Ok(n) = encode.encode(&mut self.out[self.out_end..]) {
-                        self.out_end += n;
-                    }
+                    // Best effort: the session has failed already.
+                    let _ = encode_into(&mut encode, &mut self.out, &mut self.out_end);
                 }
                 Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
                 _ => return,
             }
+        }
+    }
+}
+
+/// Encode what rustls has for the peer (a handshake flight, a ticket, an
+/// alert) at `out[*end..]`, growing `out` to the size rustls asks for.
+fn encode_into(
+    encode: &mut rustls::unbuffered::EncodeTlsData<'_, rustls::server::ServerConnectionData>,
+    out: &mut Vec<u8>,
+    end: &mut usize,
+) -> Result<(), Error> {
+    let mut room = RECORD_RX_MAX;
+    loop {
+        grow_out(out, *end + room);
+        match encode.encode(&mut out[*end..]) {
+            Ok(n) => {
+                *end += n;
+                return Ok(());
+            }
+            Err(EncodeError::InsufficientSize(s)) => room = s.required_size,
+            Err(e) => return Err(Error::Encode(e.to_string())),
         }
     }
 }
