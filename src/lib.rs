@@ -10,6 +10,8 @@
 //!   messages, reports) and its wire form for worker processes.
 //! - `worker`: one pinned thread, one monoio runtime, the connection loop.
 //! - `net`: listening sockets (reuseport, shared, systemd).
+//! - `quic`: connection IDs that name their worker, and the BPF program
+//!   steering each datagram of a UDP port to that worker.
 //! - `http`: the I/O-free protocol core: parse, errors → status, responses.
 //! - `app`: the [`app::Service`] API a server serves (apps, tower, axum).
 //! - `sites`: the service the binary serves: virtual hosts by Host and SNI,
@@ -54,6 +56,7 @@ pub mod control;
 pub mod http;
 pub mod net;
 mod plural;
+pub mod quic;
 pub mod sites;
 pub mod static_files;
 pub mod supervisor;

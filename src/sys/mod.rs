@@ -5,6 +5,7 @@
 //! may use `unsafe` (the crate denies it; only this module allows it).
 //!
 //! - `affinity`: the process CPU set (sched_getaffinity) and pinning.
+//! - `bpf`: classic BPF on sockets: the reuseport group's socket picker.
 //! - `priority`: a background thread's lower nice value (setpriority).
 //! - `socket`: shutdown of a registered connection fd, systemd socket
 //!   activation (LISTEN_FDS) into owned fds.
@@ -22,6 +23,7 @@
 //! - `heap`: malloc's free bytes, and giving free pages back (malloc_trim).
 
 pub mod affinity;
+pub mod bpf;
 pub mod fdpass;
 pub mod heap;
 pub mod iovec;
