@@ -568,10 +568,11 @@ fn help_topic_prints_its_flags_defaults_and_doc() {
         "--tls-handshake-timeout",
         "--tls-ticket-rotate",
         "--ktls",
+        "--tls-handshake-buffer-bytes",
     ] {
         assert!(page.contains(flag), "{flag}:\n{page}");
     }
-    assert_eq!(flags_in(&page).len(), 7, "only the TLS flags:\n{page}");
+    assert_eq!(flags_in(&page).len(), 8, "only the TLS flags:\n{page}");
     assert!(flat(&page).contains("[default: 1h]"), "{page}");
     assert!(page.contains("docs/tls.md"), "{page}");
     let index = printed(&["help"]);

@@ -1,6 +1,7 @@
 //! Hostile clients on the TLS port: input that is not TLS, a record header
 //! larger than TLS allows, a ClientHello dribbled a byte at a time or left
-//! half sent on a thousand connections, a client that never reads a 10 MiB
+//! half sent on a thousand connections, long handshake messages on many
+//! connections past the worker's budget, a client that never reads a 10 MiB
 //! answer, data after close_notify, a ClientHello inside an established
 //! TLS 1.2 session (in plaintext framing, and as a real renegotiation), and
 //! a record cut short by the client's EOF.
@@ -481,6 +482,95 @@ fn half_client_hellos_on_many_connections_cost_little_and_time_out(driver: &str)
     );
 }
 
+/// Connections that each send most of a 60,000-byte handshake message
+/// (longer than a pooled read buffer, within rustls's 64 KiB) and stop.
+const LONG_HELLOS: usize = 200;
+/// What each sends of it: two full records and part of a third.
+const LONG_HELLO_SENT: usize = 40 * KIB;
+/// The worker's budget for such messages in that case: room for about a
+/// dozen of them.
+const LONG_HELLO_BUDGET: usize = MIB;
+/// The most the server's RSS may grow with [`LONG_HELLOS`] of them: the
+/// budget, each connection's pooled buffer and state (~9 KiB, as the half
+/// hellos above), and margin; without the budget each would hold a 64 KiB
+/// buffer, 12.5 MiB in all.
+const LONG_HELLO_GROWTH_LIMIT: u64 = 6 * MIB as u64;
+
+/// The first [`LONG_HELLO_SENT`] bytes of a ClientHello announcing 60,000
+/// bytes, in records of at most 2^14 bytes.
+fn long_hello() -> Vec<u8> {
+    let mut message = vec![1, 0x00, 0xEA, 0x60];
+    message.extend(pattern(LONG_HELLO_SENT - 4 - 3 * 5));
+    let mut wire = Vec::new();
+    for record in message.chunks(16_384) {
+        wire.extend([HANDSHAKE, 3, 1]);
+        wire.extend((record.len() as u16).to_be_bytes());
+        wire.extend(record);
+    }
+    wire
+}
+
+/// [`LONG_HELLOS`] connections each send most of a long handshake message
+/// and stop: the worker holds such messages only within
+/// `--tls-handshake-buffer-bytes`, refusing (closing) the connections past
+/// it at once, and its RSS grows less than [`LONG_HELLO_GROWTH_LIMIT`];
+/// another client is served meanwhile.
+fn long_handshake_messages_are_held_within_the_workers_budget(driver: &str) {
+    let needed = 2 * LONG_HELLOS as u64 + 200;
+    if !ensure_nofile(needed) {
+        common::skipped(&format!(
+            "RLIMIT_NOFILE {:?} (soft, hard) is below the {needed} this test needs",
+            nofile_limits()
+        ));
+        return;
+    }
+    let server = tls_server(driver)
+        .args(&[
+            "--tls-handshake-timeout",
+            PATIENT_HANDSHAKE,
+            "--tls-handshake-buffer-bytes",
+            &LONG_HELLO_BUDGET.to_string(),
+        ])
+        .start();
+    served(&server, "warm-up");
+    let hello = long_hello();
+    let before = rss_bytes(server.pid());
+    let conns: Vec<TcpStream> = (0..LONG_HELLOS)
+        .map(|i| {
+            let mut s = raw(&server);
+            // The server may close a refused one while the rest is written.
+            if let Err(e) = s.write_all(&hello) {
+                eprintln!("connection {i}: write cut: {e}");
+            }
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    served(&server, "beside the long handshakes");
+    let after = rss_bytes(server.pid());
+    let open = conns.iter().filter(|s| still_open(s)).count();
+    let growth = after.saturating_sub(before);
+    eprintln!(
+        "tls_hostile: {driver}: {LONG_HELLOS} long handshake messages ({LONG_HELLO_SENT} B each): \
+         {open} held, {} refused; RSS +{:.1} MiB",
+        LONG_HELLOS - open,
+        mib(growth)
+    );
+    let room = LONG_HELLO_BUDGET / (16 * KIB);
+    assert!(
+        open >= 1 && open <= room,
+        "{open} of {LONG_HELLOS} long handshakes held: the budget has room for 1 to {room}"
+    );
+    assert!(
+        growth <= LONG_HELLO_GROWTH_LIMIT,
+        "RSS grew {:.1} MiB (limit {:.1} MiB)",
+        mib(growth),
+        mib(LONG_HELLO_GROWTH_LIMIT)
+    );
+    drop(conns);
+    served(&server, "after the long handshakes");
+}
+
 // ---------------------------------------------------------------------------
 // On an established session
 
@@ -934,6 +1024,7 @@ driver_tests! {
     an_oversized_record_header_is_refused_without_waiting_for_its_body,
     a_client_hello_dribbled_a_byte_at_a_time_is_cut_at_the_handshake_timeout,
     half_client_hellos_on_many_connections_cost_little_and_time_out,
+    long_handshake_messages_are_held_within_the_workers_budget,
     a_client_that_never_reads_a_10m_answer_is_bounded_and_cut_by_the_send_timeout,
     data_after_close_notify_is_ignored_and_the_connection_closed,
     a_plaintext_client_hello_inside_a_tls12_session_is_refused,

@@ -324,6 +324,7 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("tls_handshake_timeout", Topic::Tls),
     ("tls_ticket_rotate", Topic::Tls),
     ("ktls", Topic::Tls),
+    ("tls_handshake_buffer_bytes", Topic::Tls),
     ("unknown_host", Topic::Sites),
     ("acme_directory", Topic::Sites),
     ("acme_contact", Topic::Sites),

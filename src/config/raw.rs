@@ -58,8 +58,9 @@ use super::supervision::{
     DEFAULT_RESTART_WINDOW_S, DEFAULT_STARTUP_TIMEOUT_S,
 };
 use super::tls::{
-    self, KtlsChoice, DEFAULT_KTLS, DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S,
-    TLS_BIND_EXAMPLE, WEEK,
+    self, KtlsChoice, DEFAULT_KTLS, DEFAULT_TLS_HANDSHAKE_BUFFER_BYTES,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT_S, DEFAULT_TLS_TICKET_ROTATE_S, TLS_BIND_EXAMPLE,
+    TLS_HANDSHAKE_BUFFER_BYTES, WEEK,
 };
 use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
@@ -327,6 +328,11 @@ settings! {
         #[arg(long, value_name = "auto|off", hide_possible_values = true)]
         ktls: Option<KtlsChoice> => KtlsChoice = or(DEFAULT_KTLS, as_is),
             shown |c| c.conn.ktls;
+        /// Handshake messages a worker's TLS connections may hold beyond their read buffers, together.
+        #[arg(long, value_name = "SIZE")]
+        tls_handshake_buffer_bytes: Option<Size> => usize =
+            or(DEFAULT_TLS_HANDSHAKE_BUFFER_BYTES as u64, within(TLS_HANDSHAKE_BUFFER_BYTES)),
+            shown |c| c.conn.tls_handshake_buffer_bytes;
         /// Interval between session-ticket key rotations.
         #[arg(long, value_name = "DURATION")]
         tls_ticket_rotate: Option<Seconds> => Duration = or(DEFAULT_TLS_TICKET_ROTATE_S, seconds(WEEK)),

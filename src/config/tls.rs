@@ -20,6 +20,14 @@ pub use crate::worker::KtlsChoice;
 pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT_S: f64 = 10.0;
 /// Ticket keys rotate hourly; tickets stay valid for two periods.
 pub const DEFAULT_TLS_TICKET_ROTATE_S: f64 = 3600.0;
+/// What a worker's handshakes may hold beyond their pooled read buffers:
+/// 16 MiB, room for 200 handshakes at rustls's longest message (64 KiB)
+/// at once, where a browser's ClientHello (2 KiB) needs none.
+pub const DEFAULT_TLS_HANDSHAKE_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+/// `--tls-handshake-buffer-bytes`: from 256 KiB (a few long handshakes)
+/// to 4 GiB.
+pub(crate) const TLS_HANDSHAKE_BUFFER_BYTES: std::ops::RangeInclusive<usize> =
+    256 * 1024..=4 * 1024 * 1024 * 1024;
 /// The kernel seals TLS records where it can (kTLS).
 pub const DEFAULT_KTLS: KtlsChoice = KtlsChoice::Auto;
 /// The longest TLS timer accepted: a week.

@@ -231,6 +231,7 @@ async fn lifecycle<F: ServiceFactory>(
             init.stats.clone(),
         )),
         ktls_missing: Cell::new(false),
+        handshakes: conn::HandshakeBudget::new(init.settings.tls_handshake_buffer_bytes),
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));

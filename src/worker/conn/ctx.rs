@@ -49,4 +49,7 @@ pub(crate) struct Ctx<H> {
     /// The kernel refused the `tls` ULP as one without TLS does: this
     /// worker seals every TLS record itself (`--ktls auto`).
     pub ktls_missing: Cell<bool>,
+    /// What handshakes hold beyond their pooled buffers
+    /// (`--tls-handshake-buffer-bytes`).
+    pub handshakes: super::transport::HandshakeBudget,
 }

@@ -58,6 +58,7 @@ pub(crate) use budget::WorkerBudget;
 pub(crate) use ctx::Ctx;
 pub use h2::{H2c, Http2Conn};
 pub use settings::ConnSettings;
+pub(crate) use transport::HandshakeBudget;
 pub use transport::KtlsChoice;
 
 use std::rc::Rc;

@@ -36,6 +36,9 @@ pub struct ConnSettings {
     pub max_connections_total: Option<u64>,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
+    /// Handshake messages a worker's connections may hold beyond their
+    /// pooled read buffers, together.
+    pub tls_handshake_buffer_bytes: usize,
     /// Who seals TLS records: the kernel where it can (`auto`), or us.
     pub ktls: KtlsChoice,
     /// Lingering close: time in all, silence between reads, bytes discarded.

@@ -49,6 +49,65 @@ choice! {
     }
 }
 
+/// Bytes of received handshake messages a worker's TLS connections may hold
+/// beyond their pooled read buffers, together (`--tls-handshake-buffer-bytes`):
+/// a ClientHello fits a pooled buffer (a few KiB), and what is longer (up
+/// to 64 KiB, rustls's bound for one message) is taken from this budget
+/// while its handshake runs. Past it the handshake is refused: many
+/// connections each sending most of a 64 KiB message cannot make a worker
+/// hold more than the budget.
+pub(crate) struct HandshakeBudget {
+    held: std::cell::Cell<usize>,
+    limit: usize,
+}
+
+impl HandshakeBudget {
+    pub(crate) fn new(limit: usize) -> HandshakeBudget {
+        HandshakeBudget {
+            held: std::cell::Cell::new(0),
+            limit,
+        }
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// One handshake's share, given back when it is dropped.
+    pub(crate) fn charge(&self) -> Charge<'_> {
+        Charge {
+            budget: self,
+            bytes: 0,
+        }
+    }
+}
+
+/// What one handshake holds of its worker's [`HandshakeBudget`].
+pub(crate) struct Charge<'a> {
+    budget: &'a HandshakeBudget,
+    bytes: usize,
+}
+
+impl Charge<'_> {
+    /// The handshake now holds `bytes`: `false` when that would take the
+    /// worker past its budget (its share stays as it was).
+    pub(crate) fn hold(&mut self, bytes: usize) -> bool {
+        let others = self.budget.held.get() - self.bytes;
+        if bytes > self.bytes && others + bytes > self.budget.limit {
+            return false;
+        }
+        self.budget.held.set(others + bytes);
+        self.bytes = bytes;
+        true
+    }
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.budget.held.set(self.budget.held.get() - self.bytes);
+    }
+}
+
 /// What a connection runs over: plain TCP, or TLS on TCP.
 pub(crate) trait Transport: AsyncReadRent + AsyncWriteRent {
     /// The socket itself, when response bytes go to it unchanged (so file
@@ -173,7 +232,12 @@ pub(super) async fn handshake_within<H>(
     registration.set_idle(false);
     // Boxed: the handshake's state is large and lives only as long as it
     // runs; inline, the connection's task would keep its size for life.
-    let accepted = Box::pin(TlsStream::accept(stream, config, Rc::clone(&ctx.pool)));
+    let accepted = Box::pin(TlsStream::accept(
+        stream,
+        config,
+        Rc::clone(&ctx.pool),
+        &ctx.handshakes,
+    ));
     match monoio::time::timeout(limit, accepted).await {
         Ok(Ok(tls)) => {
             let session = tls.session();
@@ -239,4 +303,28 @@ pub(super) fn offload<H>(tls: &mut TlsStream, ctx: &Ctx<H>) {
 fn failed<H>(ctx: &Ctx<H>, reason: TlsFailure) {
     WorkerStats::add(&ctx.stats.tls_failed, 1);
     WorkerStats::add(&ctx.stats.tls_failures[reason as usize], 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HandshakeBudget;
+
+    #[test]
+    fn handshakes_hold_within_the_budget_and_give_back_when_dropped() {
+        let budget = HandshakeBudget::new(100);
+        let mut a = budget.charge();
+        let mut b = budget.charge();
+        assert!(a.hold(60));
+        assert!(!b.hold(50), "60 + 50 is past 100");
+        assert!(b.hold(40));
+        assert_eq!(budget.held.get(), 100);
+        assert!(a.hold(20), "shrinking is always allowed");
+        assert!(a.hold(60), "and growing back within the budget");
+        assert!(!a.hold(61));
+        assert_eq!(budget.held.get(), 100, "a refused hold keeps the share");
+        drop(a);
+        assert_eq!(budget.held.get(), 40);
+        drop(b);
+        assert_eq!(budget.held.get(), 0);
+    }
 }

@@ -24,9 +24,10 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 use monoio::BufResult;
 
-use super::super::pool::Pool;
+use super::super::pool::{Pool, READ_BUF_BYTES};
 use super::records::{self, alert};
 use super::session::{Error, Got, Session};
+use super::HandshakeBudget;
 use crate::sys::ktls;
 use crate::sys::rent;
 use crate::sys::socket::stream_fd;
@@ -47,13 +48,17 @@ pub(crate) struct TlsStream {
 impl TlsStream {
     /// Run the server side of a handshake on `tcp`. Plaintext the client
     /// sent with its last flight waits in the session for the first read.
+    /// What its received-handshake buffer holds beyond a pooled buffer's
+    /// size is charged to `budget` while the handshake runs.
     pub(crate) async fn accept(
         tcp: TcpStream,
         config: Arc<rustls::ServerConfig>,
         pool: Rc<Pool>,
+        budget: &HandshakeBudget,
     ) -> Result<TlsStream, Error> {
         let session = Box::new(Session::new(config)?);
         let mut stream = TlsStream { tcp, session, pool };
+        let mut charge = budget.charge();
         loop {
             let got = stream.session.read(|_| 0);
             stream.send().await.map_err(io_to_tls)?;
@@ -69,6 +74,12 @@ impl TlsStream {
             }
             if !stream.receive().await.map_err(io_to_tls)? {
                 return Err(io_to_tls(io::ErrorKind::UnexpectedEof.into()));
+            }
+            // A handshake message longer than a pooled buffer (rustls joins
+            // one across records in it) is held only within the budget.
+            let beyond = stream.session.rx_capacity().saturating_sub(READ_BUF_BYTES);
+            if !charge.hold(beyond) {
+                return Err(Error::Budget(budget.limit()));
             }
         }
     }

@@ -72,6 +72,10 @@ pub(crate) enum Error {
     Encode(String),
     #[error("I/O: {0}")]
     Io(std::io::Error),
+    /// The worker's connections hold `--tls-handshake-buffer-bytes` of
+    /// handshake messages beyond their pooled buffers already.
+    #[error("TLS: the worker's handshake buffers are at their budget ({0} bytes)")]
+    Budget(usize),
     /// The session failed earlier (and said so with an alert).
     #[error("TLS: the session failed")]
     Failed,
@@ -299,6 +303,11 @@ impl Session {
             self.lend_rx(lend());
         }
         self.rx()
+    }
+
+    /// The received-ciphertext buffer's size (what it holds in memory).
+    pub(crate) fn rx_capacity(&self) -> usize {
+        self.rx.capacity()
     }
 
     /// Received ciphertext not yet processed, in bytes.
