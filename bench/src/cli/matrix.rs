@@ -46,12 +46,14 @@ pub struct MatrixArgs {
     /// static-1k-pipelined and app-1k-pipelined, 8 requests in flight per connection, when
     /// named or in --preset scaling]. Each is measured on the servers that can serve it:
     /// app-json and app-post-4k on servery and axum-tokio, gzip-64k-js on servery and nginx,
-    /// the others on servery, nginx and h2o. The h2-* scenarios are their HTTP/1.1 twins over
-    /// HTTP/2, loaded by h2load (skipped, with a note, when h2load or curl is not installed).
+    /// the others on servery, nginx, h2o and caddy. The h2-* scenarios are their HTTP/1.1
+    /// twins over HTTP/2, loaded by h2load (skipped, with a note, when h2load or curl is not
+    /// installed).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
-    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o,
-    /// axum-tokio]. axum-tokio is one thread, so it runs in 1-worker points only.
+    /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o, caddy,
+    /// axum-tokio]. axum-tokio is one thread, so it runs in 1-worker points only. caddy runs
+    /// over TLS or h2c in the h2-* scenarios, HTTP/3 off.
     #[arg(long, value_delimiter = ',', value_parser = parse::server, value_name = "LIST")]
     pub servers: Vec<Server>,
     /// Worker counts, comma-separated; counts the server side has no cores for are skipped
@@ -256,7 +258,8 @@ mod tests {
         assert_eq!(full.scenarios.len(), 14);
         assert_eq!(full.h2, h2load::Settings::default());
         assert_eq!(full.h2.transport, h2load::Transport::Tls);
-        assert_eq!(full.servers.len(), 5);
+        assert_eq!(full.servers.len(), 6);
+        assert!(full.servers.contains(&Server::Caddy));
         assert!(full.axum_bin.is_none() && full.upload_bin.is_none());
         let quick = options(&["matrix", "--quick"]);
         assert_eq!(

@@ -1,7 +1,8 @@
-//! The TLS identity nginx and h2o present in the h2 scenarios: one self-signed ECDSA P-256
-//! certificate for `localhost` and `127.0.0.1`, made once per run with openssl(1) in the run's
-//! temp directory. servery makes its own with `--tls-self-signed`, of the same key type (rcgen,
-//! ECDSA P-256; docs/tls.md), so every server signs its handshakes with the same algorithm.
+//! The TLS identity nginx, h2o and Caddy present in the h2 scenarios: one self-signed ECDSA
+//! P-256 certificate for `localhost` and `127.0.0.1`, made once per run with openssl(1) in the
+//! run's temp directory. servery makes its own with `--tls-self-signed`, of the same key type
+//! (rcgen, ECDSA P-256; docs/tls.md), so every server signs its handshakes with the same
+//! algorithm.
 
 use std::io;
 use std::path::{Path, PathBuf};

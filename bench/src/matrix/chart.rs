@@ -47,6 +47,7 @@ fn color(server: Server) -> RGBColor {
         Server::ServeryProcess => RGBColor(0x17, 0xbe, 0xcf),
         Server::Nginx => RGBColor(0x2c, 0xa0, 0x2c),
         Server::H2o => RGBColor(0xd6, 0x27, 0x28),
+        Server::Caddy => RGBColor(0x94, 0x67, 0xbd),
         Server::AxumTokio => RGBColor(0xff, 0x7f, 0x0e),
     }
 }
@@ -487,6 +488,7 @@ mod tests {
             Server::ServeryProcess,
             Server::Nginx,
             Server::H2o,
+            Server::Caddy,
             Server::AxumTokio,
         ];
         // The longest scenario names, four of them so the canvas has a second row, every

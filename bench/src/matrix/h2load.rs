@@ -40,8 +40,8 @@ use crate::sys::process::clock_ticks_per_sec;
 /// flight, the `app-1k` scenario's 64 HTTP/1.1 connections as streams (issue 12).
 pub const DEFAULT_CONNECTIONS: usize = 8;
 /// Concurrent streams per connection (h2load `-m`). Each server caps it with
-/// SETTINGS_MAX_CONCURRENT_STREAMS (servery's and nginx's default 128, h2o's 100), so up to
-/// 100 every server sees what is asked.
+/// SETTINGS_MAX_CONCURRENT_STREAMS (servery's and nginx's default 128, h2o's 100, Caddy's,
+/// which is Go's, 250), so up to 100 every server sees what is asked.
 pub const DEFAULT_STREAMS: usize = 8;
 /// h2load threads: one, as the issue asks (`-t 1`); one h2load thread keeps one client CPU
 /// busy at most.

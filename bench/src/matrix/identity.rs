@@ -30,9 +30,11 @@ pub struct Identity {
     pub axum_sha256: Option<String>,
     pub upload_sha256: Option<String>,
     pub axum_tokio_sha256: Option<String>,
-    /// `nginx -v`, `h2o --version` (first line), `wrk --version` (first line).
+    /// `nginx -v`, `h2o --version` (first line), `caddy version` (first line: Debian's
+    /// 2.6.2 prints the bare number), `wrk --version` (first line).
     pub nginx_version: Option<String>,
     pub h2o_version: Option<String>,
+    pub caddy_version: Option<String>,
     pub wrk_version: Option<String>,
     /// `h2load --version`, `curl --version`, `openssl version` (first lines): the h2
     /// scenarios' load generator, answer checker and certificate maker.

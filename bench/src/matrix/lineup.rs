@@ -78,7 +78,7 @@ fn sits_out(server: Server) -> &'static str {
             "it serves the axum Router of examples/axum/routes.rs over HTTP/1.1, so app-json and \
              app-post-4k only"
         }
-        Server::Nginx | Server::H2o => {
+        Server::Nginx | Server::H2o | Server::Caddy => {
             "there is no such app for it; app-json and app-post-4k compare servery with the same \
              axum Router on tokio (axum-tokio) instead"
         }
@@ -191,7 +191,7 @@ pub fn with_h2_tools(lineups: Vec<Lineup>, tools: H2Tools) -> (Vec<Lineup>, Vec<
     for mut lineup in lineups {
         if lineup.scenario.is_h2() {
             lineup.servers.retain(|s| {
-                let peer = matches!(s, Server::Nginx | Server::H2o);
+                let peer = s.is_peer();
                 if peer && !cut.contains(&s.name()) {
                     cut.push(s.name());
                 }
@@ -260,7 +260,8 @@ pub fn app_notes(lineups: &[Lineup]) -> Vec<String> {
     if !hello.is_empty() {
         notes.push(format!(
             "{}: servery runs examples/hello (a Rust handler returning a fixed 1 KiB body); \
-             nginx and h2o serve hello.txt, a static file with exactly that body, marked \
+             the static peers (nginx, h2o, caddy) serve hello.txt, a static file with exactly \
+             that body, marked \
              \"(static file)\".",
             hello.join(", ")
         ));
@@ -295,7 +296,8 @@ mod tests {
                 Server::ServeryThread,
                 Server::ServeryProcess,
                 Server::Nginx,
-                Server::H2o
+                Server::H2o,
+                Server::Caddy
             ]
         );
         for l in &lineups[1..] {
@@ -308,9 +310,10 @@ mod tests {
                 ]
             );
         }
-        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(notes.len(), 4, "{notes:?}");
         assert!(notes[0].starts_with("nginx takes no part in app-json, app-post-4k: "));
-        assert!(notes[2].starts_with("axum-tokio takes no part in static-1k: "));
+        assert!(notes[2].starts_with("caddy takes no part in app-json, app-post-4k: "));
+        assert!(notes[3].starts_with("axum-tokio takes no part in static-1k: "));
         let (only, notes) = wanted(&[Scenario::AppJson], &[Server::AxumTokio]);
         assert_eq!(only[0].servers, [Server::AxumTokio]);
         assert!(notes.is_empty());
@@ -383,7 +386,7 @@ mod tests {
         };
         let (kept, notes) = with_h2_tools(lineups.clone(), all);
         assert_eq!((kept.len(), notes.len()), (3, 0));
-        assert_eq!(kept[1].servers.len(), 4);
+        assert_eq!(kept[1].servers.len(), 5);
 
         let (kept, notes) = with_h2_tools(
             lineups.clone(),
@@ -410,14 +413,16 @@ mod tests {
         };
         let (kept, notes) = with_h2_tools(lineups.clone(), no_openssl);
         assert_eq!(kept.len(), 3);
-        assert_eq!(kept[0].servers.len(), 4, "HTTP/1.1 keeps its peers");
+        assert_eq!(kept[0].servers.len(), 5, "HTTP/1.1 keeps its peers");
         assert_eq!(
             kept[1].servers,
             [Server::ServeryThread, Server::ServeryProcess]
         );
         assert_eq!(notes.len(), 1);
         assert!(
-            notes[0].starts_with("nginx, h2o take(s) no part in h2-static-1k, h2-app-1k: openssl"),
+            notes[0].starts_with(
+                "nginx, h2o, caddy take(s) no part in h2-static-1k, h2-app-1k: openssl"
+            ),
             "{notes:?}"
         );
         // h2c needs no certificate.
@@ -428,7 +433,7 @@ mod tests {
                 ..no_openssl
             },
         );
-        assert_eq!((kept[1].servers.len(), notes.len()), (4, 0));
+        assert_eq!((kept[1].servers.len(), notes.len()), (5, 0));
         // Peers only: the scenario is left with nobody.
         let (peers, _) = wanted(&[Scenario::H2Static8m], &[Server::Nginx]);
         let (kept, notes) = with_h2_tools(peers, no_openssl);

@@ -247,6 +247,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         let absent = match server {
             Server::Nginx => programs.nginx.is_none(),
             Server::H2o => programs.h2o.is_none(),
+            Server::Caddy => programs.caddy.is_none(),
             _ => false,
         };
         if absent {
@@ -320,6 +321,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         axum_tokio_sha256: sha256(Program::AxumTokio),
         nginx_version: version(&programs.nginx, &["-v"]),
         h2o_version: version(&programs.h2o, &["--version"]),
+        caddy_version: version(&programs.caddy, &["version"]),
         wrk_version: version(&wrk, &["--version"]),
         h2load_version: version(&programs.h2load, &["--version"]),
         curl_version: version(&programs.curl, &["--version"]),
@@ -344,7 +346,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
     let peers_on_tls = tls
         && lineups
             .iter()
-            .any(|l| l.scenario.is_h2() && l.servers.iter().any(|s| !s.is_servery()));
+            .any(|l| l.scenario.is_h2() && l.servers.iter().any(|s| s.is_peer()));
     let certificate = match (&programs.openssl, peers_on_tls) {
         (Some(openssl), true) => Some(certificate::make(openssl, &work.path)?),
         _ => None,
@@ -589,9 +591,10 @@ fn markdown(
     );
     let _ = writeln!(
         out,
-        "- Peers: {}, {}",
+        "- Peers: {}, {}, caddy {}",
         opt(&identity.nginx_version),
-        opt(&identity.h2o_version)
+        opt(&identity.h2o_version),
+        opt(&identity.caddy_version)
     );
     let _ = writeln!(
         out,

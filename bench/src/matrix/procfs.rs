@@ -1,7 +1,7 @@
 //! A server's process tree as `/proc` sees it (proc(5)): which processes it is, the CPU time
 //! they used, and their memory (Rss and Pss from `/proc/PID/smaps_rollup`, Linux ≥ 4.14).
 //!
-//! Servers differ in shape: servery's thread mode and h2o are one process with threads,
+//! Servers differ in shape: servery's thread mode, h2o and Caddy are one process with threads,
 //! servery's process mode and nginx are a parent with worker children. Summing over the tree
 //! (the root and every descendant, found through the `ppid` field) treats them alike.
 

@@ -1,5 +1,5 @@
 //! The programs the servers run as: the ones this checkout builds (servery and its examples)
-//! and the peers found installed (nginx, h2o).
+//! and the peers found installed (nginx, h2o, Caddy).
 //!
 //! Owns: which cargo target each built program is, its `--*-bin` flag, where cargo leaves it,
 //! and whether this checkout can build it at all (the servery side of `app-json` and
@@ -18,9 +18,9 @@
 //!    a matrix run leaves `cargo build --release` with nothing to do.
 //! 3. Every given or built path must be a file. A program neither given nor in the checkout
 //!    is returned as unavailable, and the matrix leaves out the servers that need it.
-//! 4. nginx and h2o are looked up on `PATH` (and `/usr/sbin`), and so are the h2 scenarios'
-//!    tools: h2load (the load), curl (readiness and the answer's bytes over HTTP/2) and
-//!    openssl (the peers' certificate).
+//! 4. nginx, h2o and caddy are looked up on `PATH` (and `/usr/sbin`), and so are the h2
+//!    scenarios' tools: h2load (the load), curl (readiness and the answer's bytes over
+//!    HTTP/2) and openssl (the peers' certificate).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -120,6 +120,8 @@ pub struct Programs {
     pub axum_tokio: Option<PathBuf>,
     pub nginx: Option<PathBuf>,
     pub h2o: Option<PathBuf>,
+    /// Caddy 2 (Debian package caddy; bookworm has 2.6).
+    pub caddy: Option<PathBuf>,
     /// nghttp2's HTTP/2 load generator (Debian nghttp2-client), for the h2 scenarios.
     pub h2load: Option<PathBuf>,
     /// curl, which checks readiness and one answer over HTTP/2 in the h2 scenarios.
@@ -170,6 +172,7 @@ pub fn resolve(options: &Options, needed: &[Program]) -> Result<(Programs, Vec<P
     let mut programs = Programs {
         nginx: which("nginx"),
         h2o: which("h2o"),
+        caddy: which("caddy"),
         h2load: which("h2load"),
         curl: which("curl"),
         openssl: which("openssl"),

@@ -2,18 +2,21 @@
 //! connections, what a correct answer is, which servers take part, which one the others are
 //! compared with, and the docroot that holds the static files.
 //!
-//! Every static scenario is served from the same docroot by servery, nginx and h2o, compared
-//! with nginx. `app-1k` is servery's `examples/hello` handler for servery; nginx and h2o serve
-//! `hello.txt`, a static file with the very same 1 KiB body, which is the closest like-for-like
-//! a static server has (the tables say so). `app-json` and `app-post-4k` have no static
-//! stand-in: they compare servery's app API with the same axum Router on tokio (`axum-tokio`,
-//! `examples/axum_tokio.rs`), which is the baseline there; nginx and h2o take no part.
+//! Every static scenario is served from the same docroot by servery, nginx, h2o and Caddy,
+//! compared with nginx. `app-1k` is servery's `examples/hello` handler for servery; the peers
+//! serve `hello.txt`, a static file with the very same 1 KiB body, which is the closest
+//! like-for-like a static server has (the tables say so). `app-json` and `app-post-4k` have no
+//! static stand-in: they compare servery's app API with the same axum Router on tokio
+//! (`axum-tokio`, `examples/axum_tokio.rs`), which is the baseline there; the peers take no
+//! part.
 //!
 //! `gzip-64k-js` asks for a 64 KiB JavaScript file with `Accept-Encoding: gzip`: servery
 //! compresses it on the fly once and serves the cached variant; nginx compresses on every
 //! request (`gzip on` at its default level 1, `gzip_static` off; `scripts/lib/nginx.sh`).
 //! Each server's bytes differ (levels, framing), so the answer is checked by decoding it
-//! ([`Encoded`], `matrix::encoded`), not by a digest of what was sent. h2o takes no part.
+//! ([`Encoded`], `matrix::encoded`), not by a digest of what was sent. h2o and Caddy take no
+//! part (Caddy compresses only with an `encode` directive, which its benchmark config leaves
+//! out like every other scenario's).
 //!
 //! This file is past 600 lines because each scenario's request, answer and servers are kept
 //! together with the tests that pin them (half the file); splitting the tests away would
@@ -281,6 +284,7 @@ impl Scenario {
             Server::ServeryProcess,
             Server::Nginx,
             Server::H2o,
+            Server::Caddy,
         ];
         const ROUTER: &[Server] = &[
             Server::ServeryThread,
@@ -577,6 +581,8 @@ mod tests {
         }
         assert_eq!(Scenario::ALL.iter().filter(|s| s.is_h2()).count(), 4);
         assert!(Scenario::H2App1k.is_stand_in(Server::H2o));
+        assert!(Scenario::H2Static8m.servers().contains(&Server::Caddy));
+        assert!(Scenario::H2App1k.is_stand_in(Server::Caddy));
         assert!(!Scenario::H2App1k.is_stand_in(Server::ServeryProcess));
         assert!(!Scenario::H2Static1k.is_stand_in(Server::Nginx));
         assert_eq!(Scenario::parse("h2-static-8m"), Some(Scenario::H2Static8m));
@@ -692,7 +698,11 @@ mod tests {
         }
         for s in [Scenario::AppJson, Scenario::AppPost4k] {
             assert_eq!(s.baseline(), Server::AxumTokio);
-            assert!(!s.servers().contains(&Server::Nginx) && !s.servers().contains(&Server::H2o));
+            assert!(
+                !s.servers().iter().any(|server| server.is_peer()),
+                "{}",
+                s.name()
+            );
             assert!(s.is_app() && !s.is_stand_in(Server::AxumTokio));
         }
         assert_eq!(Scenario::App1k.baseline(), Server::Nginx);

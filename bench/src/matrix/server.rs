@@ -2,16 +2,20 @@
 //! knows it is ready, and how it is stopped.
 //!
 //! Every server is started through `taskset -c SERVER_CPUS`, so nothing of it (servery's
-//! supervisor, nginx's master, h2o's threads, axum-tokio's one thread) runs on the client's
-//! CPUs; servery and nginx additionally pin worker `i` to the `i`-th CPU. servery runs as
-//! itself for the static scenarios and as one of its examples for the app scenarios, all with
-//! servery's command line. nginx's and h2o's configs come from
-//! `scripts/lib/nginx.sh` and `scripts/lib/h2o.sh`, the same writers `scripts/bench-quick.sh`
-//! uses, so there is one definition of "the peer's benchmark config".
+//! supervisor, nginx's master, h2o's threads, Caddy's Go runtime, axum-tokio's one thread)
+//! runs on the client's CPUs; servery and nginx additionally pin worker `i` to the `i`-th CPU.
+//! servery runs as itself for the static scenarios and as one of its examples for the app
+//! scenarios, all with servery's command line. The peers' configs come from
+//! `scripts/lib/nginx.sh`, `scripts/lib/h2o.sh` and `scripts/lib/caddy.sh`, the writers
+//! `scripts/bench-quick.sh` and `scripts/install-peers.sh --configs` use, so there is one
+//! definition of "the peer's benchmark config". Caddy also takes its environment from its
+//! writer (`caddy.env`: `GOMAXPROCS` = the worker count, its home and XDG directories in the
+//! prefix), since a Go program has no per-thread affinity to configure.
 //!
 //! In the h2 scenarios a server listens with TLS (servery: `--tls-bind --tls-self-signed`; the
-//! peers: the run's certificate, `listen ... ssl http2` and h2o's `ssl:`) or, with `--h2c`, in
-//! the clear, where all three take HTTP/2 by prior knowledge ([`Wire`]).
+//! peers: the run's certificate, `listen ... ssl http2`, h2o's `ssl:` and Caddy's `tls`, HTTP/3
+//! left off) or, with `--h2c`, in the clear, where all of them take HTTP/2 by prior knowledge
+//! (Caddy with `protocols h1 h2c`) ([`Wire`]).
 
 use std::fs::{self, File};
 use std::io;
@@ -47,6 +51,8 @@ pub enum Server {
     Nginx,
     /// h2o: one process with one event-loop thread per requested core.
     H2o,
+    /// Caddy: one Go process with `GOMAXPROCS` = the requested cores, pinned as a whole.
+    Caddy,
     /// The axum Router of `examples/axum/routes.rs` on `axum::serve` and a tokio
     /// current-thread runtime (`examples/axum_tokio.rs`): one thread, so 1-worker points only.
     AxumTokio,
@@ -65,8 +71,9 @@ pub enum Wire<'a> {
 }
 
 impl Wire<'_> {
-    /// The PROTOCOL argument of `write_nginx_conf` and `write_h2o_conf`, and the certificate
-    /// and key files after it.
+    /// The PROTOCOL argument of `write_nginx_conf`, `write_h2o_conf` and `write_caddy_conf`,
+    /// and the certificate and key files after it. (`write_caddy_conf` also takes `h3`, TLS
+    /// with HTTP/3 on the same port, which no scenario asks for yet.)
     fn config_args(self, server: &'static str) -> Result<Vec<String>, Error> {
         Ok(match self {
             Wire::Http1 => vec!["http1".into()],
@@ -88,11 +95,13 @@ pub struct Listener<'a> {
     pub wire: Wire<'a>,
 }
 
-/// A command line ready to spawn, and the config file it reads, if any.
+/// A command line ready to spawn, the variables it adds to the environment, and the config
+/// file it reads, if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
     pub config: Option<PathBuf>,
 }
 
@@ -125,6 +134,12 @@ pub enum Error {
         status: ExitStatus,
         stderr: String,
     },
+    #[error("cannot read {path:?}, the environment the {server} config writer made: {source}")]
+    Env {
+        server: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     #[error("cannot start {program:?} under taskset: {source}")]
     Spawn { program: PathBuf, source: io::Error },
     #[error("exited ({status}) before answering; log: {log}")]
@@ -156,11 +171,12 @@ pub struct Stopped {
 }
 
 impl Server {
-    pub const ALL: [Server; 5] = [
+    pub const ALL: [Server; 6] = [
         Server::ServeryThread,
         Server::ServeryProcess,
         Server::Nginx,
         Server::H2o,
+        Server::Caddy,
         Server::AxumTokio,
     ];
 
@@ -170,6 +186,7 @@ impl Server {
             Server::ServeryProcess => "servery-process",
             Server::Nginx => "nginx",
             Server::H2o => "h2o",
+            Server::Caddy => "caddy",
             Server::AxumTokio => "axum-tokio",
         }
     }
@@ -181,6 +198,7 @@ impl Server {
             Server::ServeryProcess => "servery (process)",
             Server::Nginx => "nginx",
             Server::H2o => "h2o",
+            Server::Caddy => "caddy",
             Server::AxumTokio => "axum (tokio)",
         }
     }
@@ -191,6 +209,12 @@ impl Server {
 
     pub fn is_servery(self) -> bool {
         matches!(self, Server::ServeryThread | Server::ServeryProcess)
+    }
+
+    /// An installed static server (nginx, h2o, Caddy): configured by a script of
+    /// `scripts/lib`, and over TLS presenting the run's certificate.
+    pub fn is_peer(self) -> bool {
+        matches!(self, Server::Nginx | Server::H2o | Server::Caddy)
     }
 
     /// The most workers it can run; `None` when it takes one per CPU it is given.
@@ -219,7 +243,7 @@ impl Server {
             }
             (Server::ServeryThread | Server::ServeryProcess, _) => Some(Program::Servery),
             (Server::AxumTokio, _) => Some(Program::AxumTokio),
-            (Server::Nginx | Server::H2o, _) => None,
+            (Server::Nginx | Server::H2o | Server::Caddy, _) => None,
         }
     }
 
@@ -257,6 +281,7 @@ impl Server {
             Server::ServeryThread | Server::ServeryProcess => Ok(Launch {
                 program: built(self.program(scenario).unwrap_or(Program::Servery))?,
                 args: servery_args(docroot, listener, cpus, self == Server::ServeryProcess),
+                env: Vec::new(),
                 config: None,
             }),
             Server::AxumTokio if listener.wire != Wire::Http1 => Err(Error::NotServed {
@@ -266,6 +291,7 @@ impl Server {
             Server::AxumTokio => Ok(Launch {
                 program: built(Program::AxumTokio)?,
                 args: vec!["--bind".into(), format!("127.0.0.1:{port}")],
+                env: Vec::new(),
                 config: None,
             }),
             Server::Nginx => {
@@ -300,6 +326,7 @@ impl Server {
                         "-c".into(),
                         format!("{p}/nginx.conf"),
                     ],
+                    env: Vec::new(),
                     config: Some(prefix.join("nginx.conf")),
                 })
             }
@@ -326,11 +353,60 @@ impl Server {
                 Ok(Launch {
                     program,
                     args: vec!["-c".into(), format!("{}/h2o.conf", prefix.display())],
+                    env: Vec::new(),
                     config: Some(prefix.join("h2o.conf")),
+                })
+            }
+            Server::Caddy => {
+                let program = programs
+                    .caddy
+                    .clone()
+                    .ok_or(Error::Missing { server: "caddy" })?;
+                write_config(
+                    &programs.scripts_lib,
+                    "caddy",
+                    "write_caddy_conf",
+                    &[
+                        prefix.display().to_string(),
+                        docroot.display().to_string(),
+                        port.to_string(),
+                        workers.to_string(),
+                    ]
+                    .into_iter()
+                    .chain(listener.wire.config_args("caddy")?)
+                    .collect::<Vec<_>>(),
+                )?;
+                // caddy_args in scripts/lib/caddy.sh: the same arguments, and caddy.env.
+                let caddyfile = prefix.join("Caddyfile");
+                Ok(Launch {
+                    program,
+                    args: vec![
+                        "run".into(),
+                        "--config".into(),
+                        caddyfile.display().to_string(),
+                        "--adapter".into(),
+                        "caddyfile".into(),
+                    ],
+                    env: read_env("caddy", &prefix.join("caddy.env"))?,
+                    config: Some(caddyfile),
                 })
             }
         }
     }
+}
+
+/// The `KEY=VALUE` lines of an environment file a config writer made (`caddy.env`).
+fn read_env(server: &'static str, path: &Path) -> Result<Vec<(String, String)>, Error> {
+    let text = fs::read_to_string(path).map_err(|source| Error::Env {
+        server,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect())
 }
 
 /// `servery serve` arguments for one point; servery's examples (hello, axum, upload) take the
@@ -401,7 +477,8 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `launch` pinned to `cpus`, its stdout and stderr going to `log`.
+    /// Starts `launch` pinned to `cpus` with its environment variables added, its stdout and
+    /// stderr going to `log`.
     pub fn spawn(launch: &Launch, cpus: &CpuSet, log: &Path) -> Result<Running, Error> {
         let spawn_err = |source| Error::Spawn {
             program: launch.program.clone(),
@@ -415,6 +492,7 @@ impl Running {
             .arg(cpus.to_string())
             .arg(&launch.program)
             .args(&launch.args)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -513,7 +591,7 @@ mod tests {
         let json = serde_json::to_string(&Server::ALL).expect("json");
         assert_eq!(
             json,
-            r#"["servery-thread","servery-process","nginx","h2o","axum-tokio"]"#
+            r#"["servery-thread","servery-process","nginx","h2o","caddy","axum-tokio"]"#
         );
     }
 
@@ -537,7 +615,9 @@ mod tests {
         assert_eq!(runs(Server::AxumTokio, Scenario::Static1k), None);
         assert_eq!(runs(Server::Nginx, Scenario::Static1k), None);
         assert_eq!(runs(Server::Nginx, Scenario::AppJson), None);
+        assert_eq!(runs(Server::Caddy, Scenario::H2Static1k), None);
         assert_eq!(Server::AxumTokio.max_workers(), Some(1));
+        assert_eq!(Server::Caddy.max_workers(), None);
         assert_eq!(Server::ServeryThread.max_workers(), None);
     }
 
@@ -822,6 +902,159 @@ mod tests {
             ),
             Err(Error::Missing { server: "h2o" })
         ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn caddy_runs_its_caddyfile_with_one_go_thread_per_worker_and_http3_off() {
+        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/lib");
+        let dir = std::env::temp_dir().join(format!("servery-caddy-test-{}", std::process::id()));
+        let root = dir.join("root");
+        fs::create_dir_all(&root).expect("mkdir");
+        let programs = Programs {
+            caddy: Some("/usr/bin/caddy".into()),
+            scripts_lib: lib.clone(),
+            ..Programs::default()
+        };
+        let cpus: CpuSet = "0,2".parse().expect("cpus");
+        let on = |port, wire| Listener { port, wire };
+        let launch = |scenario, listener, name: &str| {
+            Server::Caddy.launch(&programs, scenario, &root, listener, &cpus, &dir.join(name))
+        };
+        let read = |launch: &Launch| {
+            fs::read_to_string(launch.config.as_ref().expect("config")).expect("read")
+        };
+
+        // HTTP/1.1: caddy_args' command line; GOMAXPROCS and every path Caddy writes in caddy.env.
+        let prefix = dir.join("h1");
+        let h1 = launch(Scenario::Static1k, on(8081, Wire::Http1), "h1").expect("caddy config");
+        assert_eq!(h1.program, Path::new("/usr/bin/caddy"));
+        let caddyfile = prefix.join("Caddyfile").display().to_string();
+        assert_eq!(
+            h1.args,
+            ["run", "--config", &caddyfile, "--adapter", "caddyfile"]
+        );
+        let p = prefix.display();
+        let env: Vec<(String, String)> = [
+            ("GOMAXPROCS", "2".to_string()),
+            ("HOME", format!("{p}")),
+            ("XDG_CONFIG_HOME", format!("{p}/config")),
+            ("XDG_DATA_HOME", format!("{p}/data")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(h1.env, env);
+        let conf = read(&h1);
+        assert!(conf.contains("\tadmin off\n\tauto_https off\n"), "{conf}");
+        assert!(conf.contains("protocols h1 h2\n"), "{conf}");
+        assert!(conf.contains("idle 75s") && conf.contains("grace_period 5s"));
+        assert!(
+            conf.contains("http://127.0.0.1:8081 {\n\tbind 127.0.0.1\n"),
+            "{conf}"
+        );
+        assert!(conf.contains(&format!("root * \"{}\"", root.display())));
+        assert!(
+            conf.contains("\tfile_server\n") && !conf.contains("\tlog"),
+            "{conf}"
+        );
+        assert!(!conf.contains("tls"), "{conf}");
+
+        // HTTP/2 over TLS: the run's certificate, and no HTTP/3 (no UDP socket, no Alt-Svc).
+        let certificate = Certificate {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        };
+        fs::write(&certificate.cert, "cert").expect("cert");
+        fs::write(&certificate.key, "key").expect("key");
+        let h2 = launch(
+            Scenario::H2Static1k,
+            on(8443, Wire::Tls(Some(&certificate))),
+            "h2",
+        )
+        .expect("caddy h2 config");
+        let conf = read(&h2);
+        assert!(
+            conf.contains(&format!(
+                "https://127.0.0.1:8443 {{\n\ttls \"{}\" \"{}\" {{\n\t\tprotocols tls1.2 tls1.3\n",
+                certificate.cert.display(),
+                certificate.key.display()
+            )),
+            "{conf}"
+        );
+        assert!(
+            conf.contains("protocols h1 h2\n") && !conf.contains("h3"),
+            "{conf}"
+        );
+        assert_eq!(h2.env[0], ("GOMAXPROCS".to_string(), "2".to_string()));
+
+        // h2c: prior knowledge in the clear, beside HTTP/1.1 (Caddy 2.6 needs h1 for it).
+        let h2c = launch(Scenario::H2Static8m, on(8085, Wire::H2c), "h2c").expect("h2c config");
+        let conf = read(&h2c);
+        assert!(conf.contains("protocols h1 h2c\n"), "{conf}");
+        assert!(conf.contains("http://127.0.0.1:8085 {") && !conf.contains("tls"));
+
+        // HTTP/3 only when asked for: no scenario does yet, the writer can.
+        let args = |protocol: &str| {
+            [&dir.join("h3"), &root]
+                .iter()
+                .map(|p| p.display().to_string())
+                .chain(["8446".into(), "1".into(), protocol.into()])
+                .chain([&certificate.cert, &certificate.key].map(|p| p.display().to_string()))
+                .collect::<Vec<_>>()
+        };
+        write_config(&lib, "caddy", "write_caddy_conf", &args("h3")).expect("h3 config");
+        let conf = fs::read_to_string(dir.join("h3/Caddyfile")).expect("read");
+        assert!(conf.contains("protocols h1 h2 h3\n"), "{conf}");
+        assert!(conf.contains("https://127.0.0.1:8446 {"), "{conf}");
+        let err = write_config(&lib, "caddy", "write_caddy_conf", &args("h4"))
+            .expect_err("unknown protocol");
+        assert!(
+            err.to_string()
+                .contains("caddy protocol must be http1, h2, h2c or h3"),
+            "{err}"
+        );
+
+        // What it does not serve, and what is not there.
+        assert!(matches!(
+            launch(Scenario::Gzip64kJs, on(1, Wire::Http1), "x"),
+            Err(Error::NotServed { .. })
+        ));
+        assert!(matches!(
+            launch(Scenario::AppJson, on(1, Wire::Http1), "x"),
+            Err(Error::NotServed { .. })
+        ));
+        assert!(matches!(
+            launch(Scenario::H2Static1k, on(1, Wire::Tls(None)), "x"),
+            Err(Error::NoCertificate { server: "caddy" })
+        ));
+        let gone = Certificate {
+            cert: dir.join("none.pem"),
+            key: dir.join("none.key"),
+        };
+        let err = launch(Scenario::H2Static1k, on(1, Wire::Tls(Some(&gone))), "y")
+            .expect_err("no certificate file");
+        assert!(
+            err.to_string()
+                .contains("caddy h2 needs a certificate and key file"),
+            "{err}"
+        );
+        let no_caddy = Programs {
+            caddy: None,
+            ..programs.clone()
+        };
+        assert!(matches!(
+            Server::Caddy.launch(
+                &no_caddy,
+                Scenario::Static1k,
+                &root,
+                on(1, Wire::Http1),
+                &cpus,
+                &dir.join("z")
+            ),
+            Err(Error::Missing { server: "caddy" })
+        ));
+        assert!(Server::Caddy.is_peer() && !Server::AxumTokio.is_peer());
         let _ = fs::remove_dir_all(&dir);
     }
 }
