@@ -32,8 +32,8 @@ pub use matrix::MatrixArgs;
 use crate::plan::{self, CpuSet, Mode, Plan};
 use crate::{load, validate};
 
-/// An HTTP/1.1 load generator: closed or open loop, pipelining, connection churn, response
-/// validation, HdrHistogram latencies and JSON output.
+/// An HTTP/1.1 (and, with --h3, HTTP/3) load generator: closed or open loop, pipelining,
+/// connection churn, response validation, HdrHistogram latencies and JSON output.
 #[derive(Debug, Parser)]
 #[command(
     name = "servery-load",
@@ -53,7 +53,7 @@ pub enum Command {
     /// Request each URL once, check it like a load run would, print status, length and
     /// SHA-256, and exit (1 if a check failed). No load.
     Validate(RequestArgs),
-    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o, and
+    /// Benchmark matrix: scenarios × servers (servery thread and process mode, nginx, h2o, Caddy, and
     /// axum on tokio for the app scenarios) × workers × trials, on disjoint server and client
     /// CPUs. Writes bench/results/matrix-*.json
     /// (identity and every raw trial), a markdown table file and two SVG charts, prints the
@@ -126,6 +126,13 @@ pub struct RequestArgs {
     /// Body length the response must have, checked once per URL before the run.
     #[arg(long, value_name = "BYTES")]
     pub expect_length: Option<u64>,
+    /// HTTP/3 over QUIC (UDP) to https:// URLs (port 443 unless given), with the same checks
+    /// and report: --connections QUIC connections, each carrying --pipeline concurrent request
+    /// streams (each sends its next request when its last is answered), --churn a handshake
+    /// per request. Any server certificate is accepted (self-signed welcome). Transfer counts
+    /// response bodies only: HTTP/3 heads are compressed.
+    #[arg(long)]
+    pub h3: bool,
 }
 
 #[derive(Debug, Args)]
@@ -147,7 +154,8 @@ pub struct LoadArgs {
     /// Untimed warm-up before the window; its connections carry over [default: 1s].
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub warmup: Option<Duration>,
-    /// Requests in flight per connection, written together in one write.
+    /// Requests in flight per connection, written together in one write (--h3: concurrent
+    /// request streams per connection).
     #[arg(short, long, default_value = "1", value_name = "N")]
     pub pipeline: NonZeroUsize,
     /// New connection per request, sending 'Connection: close'.
@@ -184,7 +192,11 @@ impl std::fmt::Debug for BodyFile {
 impl RequestArgs {
     /// A plan for these URLs with this request shape and every other field defaulted.
     pub fn plan(&self) -> Result<Plan, plan::Error> {
-        let mut plan = Plan::new(&self.urls)?;
+        let mut plan = if self.h3 {
+            crate::http3::plan(&self.urls)?
+        } else {
+            Plan::new(&self.urls)?
+        };
         plan.body = self.body_file.as_ref().map(|b| b.0.clone());
         plan.method = match (&self.method, &plan.body) {
             (Some(method), _) => method.clone(),
@@ -240,7 +252,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Some(Command::Validate(args)) => {
             let plan = args.plan().context("invalid options")?;
-            match validate::check(&plan) {
+            match check(&args, &plan) {
                 Ok(checked) => {
                     for c in &checked {
                         println!(
@@ -287,7 +299,7 @@ fn run_load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let plan = args.plan().context("invalid options")?;
     let json_to_stdout = args.json.as_deref() == Some("-".as_ref());
     if !args.no_validate {
-        match validate::check(&plan) {
+        match check(&args.request, &plan) {
             Ok(checked) => {
                 if !args.quiet {
                     for c in &checked {
@@ -304,12 +316,23 @@ fn run_load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let report = load::run(&plan).context("the load run could not start")?;
+    let report = if args.request.h3 {
+        load::h3::run(&plan)
+    } else {
+        load::run(&plan)
+    };
+    let report = report.context("the load run could not start")?;
     if !args.quiet {
-        if json_to_stdout {
-            eprint!("{}", report.summary());
+        // The report has no protocol field; say it where people read it.
+        let h3 = if args.request.h3 {
+            "HTTP/3 over QUIC: pipeline is concurrent streams per connection, transfer is bodies\n"
         } else {
-            print!("{}", report.summary());
+            ""
+        };
+        if json_to_stdout {
+            eprint!("{h3}{}", report.summary());
+        } else {
+            print!("{h3}{}", report.summary());
         }
     }
     if let Some(path) = &args.json {
@@ -323,6 +346,15 @@ fn run_load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pre-run check over the protocol the arguments ask for.
+fn check(args: &RequestArgs, plan: &Plan) -> anyhow::Result<Vec<validate::Checked>> {
+    Ok(if args.h3 {
+        crate::http3::check(plan)?
+    } else {
+        validate::check(plan)?
+    })
 }
 
 #[cfg(test)]
@@ -421,6 +453,35 @@ pub(crate) mod tests {
             .is_err());
         let _ = fs::remove_file(&path);
         assert!(parse(&["--body-file", &file, "http://127.0.0.1:9/"]).is_err());
+    }
+
+    #[test]
+    fn h3_takes_https_urls_and_the_http_flags() {
+        let cli = parse(&[
+            "--h3",
+            "-c",
+            "2",
+            "-p",
+            "4",
+            "https://localhost/a",
+            "https://localhost/b",
+        ])
+        .expect("parse");
+        assert!(cli.load.request.h3);
+        let plan = cli.load.plan().expect("plan");
+        assert_eq!(plan.target.addr.port(), 443);
+        assert_eq!(plan.target.paths, ["/a", "/b"]);
+        assert_eq!(
+            plan.target.urls,
+            ["https://localhost/a", "https://localhost/b"]
+        );
+        assert_eq!((plan.connections.get(), plan.pipeline.get()), (2, 4));
+        let cli = parse(&["--h3", "http://127.0.0.1:9/"]).expect("parse");
+        assert!(cli.load.plan().is_err(), "QUIC is always encrypted");
+        let cli = parse(&["https://127.0.0.1:9/"]).expect("parse");
+        assert!(cli.load.plan().is_err(), "HTTP/1.1 is cleartext only");
+        let cli = parse(&["validate", "--h3", "https://127.0.0.1:9/"]).expect("parse");
+        assert!(matches!(cli.command, Some(Command::Validate(args)) if args.h3));
     }
 
     #[test]

@@ -13,8 +13,12 @@
 //! 3. Workers run closed or open loop until the window ends or the `--requests` budget is
 //!    spent and answered (see `worker`).
 //! 4. Tallies are merged and turned into a [`Report`].
+//!
+//! [`h3`] is the same run over HTTP/3 (`--h3`): its threads go through the same `drive` (gate,
+//! budget, merge, report), each running QUIC connections on a tokio runtime instead of `worker`.
 
 mod gate;
+pub mod h3;
 mod pacer;
 mod slot;
 mod tally;
@@ -48,6 +52,8 @@ pub enum Error {
     Panicked,
     #[error("the run was aborted before it started")]
     Aborted,
+    #[error(transparent)]
+    H3(#[from] crate::http3::Error),
 }
 
 /// State all workers of one run share.
@@ -84,6 +90,17 @@ pub fn run(plan: &Plan) -> Result<Report, Error> {
 /// that they cover the same window as the report; the window closes when this returns.
 /// `at_window` is not called when the run aborts before it starts.
 pub fn run_with<F: FnOnce()>(plan: &Plan, at_window: F) -> Result<Report, Error> {
+    drive(plan, at_window, worker::work)
+}
+
+/// Runs `work(shared, index, connections)` on one thread per `plan.threads`, each with its share
+/// of the connections, opens the gate, calls `at_window` as [`run_with`] says, and merges what
+/// the threads hand back into the report. Each `work` arrives at `shared.gate` once set up.
+fn drive<F, W>(plan: &Plan, at_window: F, work: W) -> Result<Report, Error>
+where
+    F: FnOnce(),
+    W: Fn(&Shared<'_>, usize, usize) -> Result<Worked, Error> + Sync,
+{
     plan.check()?;
     let threads = plan.threads.get();
     let shared = Shared {
@@ -97,10 +114,10 @@ pub fn run_with<F: FnOnce()>(plan: &Plan, at_window: F) -> Result<Report, Error>
         let mut spawn_error = None;
         for index in 0..threads {
             let connections = share(plan.connections.get(), threads, index);
-            let shared = &shared;
+            let (shared, work) = (&shared, &work);
             let spawned = std::thread::Builder::new()
                 .name(format!("load-{index}"))
-                .spawn_scoped(scope, move || worker::work(shared, index, connections));
+                .spawn_scoped(scope, move || work(shared, index, connections));
             match spawned {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
@@ -148,6 +165,17 @@ pub(crate) struct Worked {
 }
 
 /// Connections for worker `index` of `threads`: an even split, the first ones taking the rest.
+/// Pin the calling thread, load thread `index`, to its CPU of `plan.cpus` (if any).
+fn pin(plan: &Plan, index: usize) -> Result<(), Error> {
+    if let Some(cpus) = &plan.cpus {
+        let cpu = cpus.for_worker(index);
+        if !crate::sys::affinity::pin(cpu) {
+            return Err(Error::Pin { worker: index, cpu });
+        }
+    }
+    Ok(())
+}
+
 fn share(connections: usize, threads: usize, index: usize) -> usize {
     connections / threads + usize::from(index < connections % threads)
 }

@@ -32,8 +32,8 @@ use super::{Error, Shared, Worked};
 use crate::http::response::{Eof, Step, MAX_HEAD_BYTES};
 use crate::plan::Mode;
 use crate::sys::epoll::{Epoll, Events, Interest};
+use crate::sys::rusage;
 use crate::sys::timer::Timer;
-use crate::sys::{affinity, rusage};
 
 /// Per-thread read buffer. Large enough that a big static file arrives in few read(2)s, small
 /// enough to stay cache-resident; must exceed `MAX_HEAD_BYTES` so a partial head plus new
@@ -118,12 +118,7 @@ struct Worker<'s, 'p> {
 impl<'s, 'p> Worker<'s, 'p> {
     fn new(shared: &'s Shared<'p>, index: usize, connections: usize) -> Result<Self, Error> {
         let plan = shared.plan;
-        if let Some(cpus) = &plan.cpus {
-            let cpu = cpus.for_worker(index);
-            if !affinity::pin(cpu) {
-                return Err(Error::Pin { worker: index, cpu });
-            }
-        }
+        super::pin(plan, index)?;
         let setup = |source| Error::Setup {
             worker: index,
             source,
