@@ -26,6 +26,11 @@
 //! - `h2`: the HTTP/2 client side: the `h2` crate's client on a tokio
 //!   runtime of the test's own, h2c or over TLS, and one request asked
 //!   over both protocols with the answers compared.
+//! - `h3`: the HTTP/3 client side for interop tests: aioquic's client
+//!   (`tests/support/h3get.py` in the venv `scripts/install-h3-clients.sh`
+//!   makes) and ngtcp2's `gtlsclient`, run with a bound, answers parsed
+//!   (status, headers, body length and SHA-256); an `Err` naming the
+//!   install script when a client is missing, for [`skipped`].
 //! - `pebble`: [`pebble::Pebble`], Let's Encrypt's test ACME CA and its
 //!   mock DNS on free ports, for the ACME engine's suite (skipped with a
 //!   [`skipped`] line when pebble cannot be installed).
@@ -54,6 +59,7 @@
 pub mod app;
 pub mod builder;
 pub mod h2;
+pub mod h3;
 pub mod http;
 pub mod pebble;
 pub mod process;
