@@ -118,9 +118,9 @@ impl Ktls {
             crate::worker::KtlsChoice::Off => Ktls::Off,
             crate::worker::KtlsChoice::Auto => match crate::sys::ktls::probe() {
                 Ok(()) => Ktls::Kernel,
-                Err(e) if crate::sys::ktls::unavailable(&e) => {
-                    Ktls::Unavailable("this kernel has no tls ULP, CONFIG_TLS".into())
-                }
+                Err(e) if crate::sys::ktls::unavailable(&e) => Ktls::Unavailable(
+                    "this kernel has no tls ULP (CONFIG_TLS) or not its ciphers".into(),
+                ),
                 Err(e) => Ktls::Unavailable(e.to_string()),
             },
         }
