@@ -680,9 +680,78 @@ impl Session {
             }
             return Ok(data.len());
         }
+        let wrote = self.rustls_traffic(|traffic, out, end| {
+            let mut room = data.len() + (data.len() / 16_384 + 1) * RECORD_OVERHEAD;
+            loop {
+                grow_out(out, *end + room);
+                match traffic.encrypt(data, &mut out[*end..]) {
+                    Ok(n) => {
+                        *end += n;
+                        return Ok(());
+                    }
+                    Err(EncryptError::InsufficientSize(s)) => room = s.required_size,
+                    Err(e) => return Err(Error::Encode(e.to_string())),
+                }
+            }
+        })?;
+        if !wrote {
+            return Err(Error::Tls(rustls::Error::General(
+                "cannot send in this TLS state".into(),
+            )));
+        }
+        Ok(data.len())
+    }
+
+    /// Queue close_notify (RFC 8446 §6.1) after what is queued.
+    pub(crate) fn close_notify(&mut self) -> Result<(), Error> {
+        if self.failed {
+            // The alert said it already.
+            return Ok(());
+        }
+        if let Engine::Own(own) = &mut self.engine {
+            if !own.closed {
+                own.closed = true;
+                own.records.alert(
+                    records::alert::CLOSE_NOTIFY,
+                    &mut self.out,
+                    &mut self.out_end,
+                );
+            }
+            return Ok(());
+        }
+        let said = self.rustls_traffic(|traffic, out, end| {
+            grow_out(out, *end + RECORD_OVERHEAD);
+            let n = traffic
+                .queue_close_notify(&mut out[*end..])
+                .map_err(|e| Error::Encode(e.to_string()))?;
+            *end += n;
+            Ok(())
+        });
+        match said {
+            // Closed both ways already, mid-handshake, or failed: there is
+            // nothing to say in-protocol (the alert for a failure is queued).
+            Ok(_) | Err(Error::Tls(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Walk rustls (a handshake, TLS 1.2) to the state where it takes
+    /// traffic, queuing what it has for the peer and keeping plaintext that
+    /// arrives meanwhile, then `write` into [`Session::out`]. `Ok(false)`
+    /// when rustls is in no state to send (closed, or not rustls's
+    /// session); on its error the alert it has is queued.
+    fn rustls_traffic(
+        &mut self,
+        write: impl FnOnce(
+            &mut rustls::unbuffered::WriteTraffic<'_, rustls::server::ServerConnectionData>,
+            &mut Vec<u8>,
+            &mut usize,
+        ) -> Result<(), Error>,
+    ) -> Result<bool, Error> {
+        let mut write = Some(write);
         loop {
             let Engine::Rustls(conn) = &mut self.engine else {
-                return Err(Error::Failed);
+                return Ok(false);
             };
             let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.rx);
             let done = match state {
@@ -691,18 +760,10 @@ impl Session {
                     return Err(e.into());
                 }
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
-                    let mut room = data.len() + (data.len() / 16_384 + 1) * RECORD_OVERHEAD;
-                    loop {
-                        grow_out(&mut self.out, self.out_end + room);
-                        match traffic.encrypt(data, &mut self.out[self.out_end..]) {
-                            Ok(n) => {
-                                self.out_end += n;
-                                break;
-                            }
-                            Err(EncryptError::InsufficientSize(s)) => room = s.required_size,
-                            Err(e) => return Err(Error::Encode(e.to_string())),
-                        }
-                    }
+                    let Some(write) = write.take() else {
+                        return Ok(true);
+                    };
+                    write(&mut traffic, &mut self.out, &mut self.out_end)?;
                     true
                 }
                 Ok(ConnectionState::ReadTraffic(mut traffic)) => {
@@ -727,82 +788,13 @@ impl Session {
                     self.peer_closed = true;
                     false
                 }
-                Ok(_) => {
-                    return Err(Error::Tls(rustls::Error::General(
-                        "cannot send in this TLS state".into(),
-                    )))
-                }
+                Ok(_) => return Ok(false),
             };
             if discard > 0 {
                 self.rx.drain(..discard);
             }
             if done {
-                return Ok(data.len());
-            }
-        }
-    }
-
-    /// Queue close_notify (RFC 8446 §6.1) after what is queued.
-    pub(crate) fn close_notify(&mut self) -> Result<(), Error> {
-        if self.failed {
-            // The alert said it already.
-            return Ok(());
-        }
-        if let Engine::Own(own) = &mut self.engine {
-            if !own.closed {
-                own.closed = true;
-                own.records.alert(
-                    records::alert::CLOSE_NOTIFY,
-                    &mut self.out,
-                    &mut self.out_end,
-                );
-            }
-            return Ok(());
-        }
-        loop {
-            let Engine::Rustls(conn) = &mut self.engine else {
-                return Ok(());
-            };
-            let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut self.rx);
-            let done = match state {
-                Ok(ConnectionState::WriteTraffic(mut traffic)) => {
-                    grow_out(&mut self.out, self.out_end + RECORD_OVERHEAD);
-                    match traffic.queue_close_notify(&mut self.out[self.out_end..]) {
-                        Ok(n) => self.out_end += n,
-                        Err(e) => return Err(Error::Encode(e.to_string())),
-                    }
-                    true
-                }
-                Ok(ConnectionState::ReadTraffic(mut traffic)) => {
-                    let mut d = discard;
-                    while let Some(record) = traffic.next_record() {
-                        d += record?.discard;
-                    }
-                    self.rx.drain(..d);
-                    continue;
-                }
-                Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    encode_into(&mut encode, &mut self.out, &mut self.out_end)?;
-                    false
-                }
-                Ok(ConnectionState::TransmitTlsData(transmit)) => {
-                    transmit.done();
-                    false
-                }
-                Ok(ConnectionState::PeerClosed) => false,
-                // Closed both ways already, mid-handshake, or failed: there
-                // is nothing to say in-protocol.
-                Err(_) => {
-                    self.queue_alert();
-                    return Ok(());
-                }
-                Ok(_) => return Ok(()),
-            };
-            if discard > 0 {
-                self.rx.drain(..discard);
-            }
-            if done {
-                return Ok(());
+                return Ok(true);
             }
         }
     }
