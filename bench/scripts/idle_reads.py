@@ -318,10 +318,15 @@ def cmd_report(a):
                   f"{fmt(i64 and i64['idle_bytes_per_conn'], ',.0f')} | "
                   f"{fmt(ld and ld['rps'], ',.0f')} | "
                   f"{fmt(ld and ld['server_cpu_us_per_request'], '.2f')} |")
+    write_results(a.out, meta, samples, medians)
+
+
+def write_results(path, meta, samples, medians):
+    """The run's identity, every sample and the medians, as JSON at PATH."""
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     meta["samples"] = samples
     meta["medians"] = medians
-    with open(a.out, "w") as f:
+    with open(path, "w") as f:
         json.dump(meta, f, indent=2)
         f.write("\n")
 

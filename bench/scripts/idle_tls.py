@@ -39,7 +39,15 @@ import time
 # The pieces both idle benchmarks read the same way (/proc, an HTTP/1.1
 # GET, identity, medians) are idle_reads.py's.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from idle_reads import STATUS_FIELDS, fmt, get, median, proc_status, sha256  # noqa: E402
+from idle_reads import (  # noqa: E402
+    STATUS_FIELDS,
+    fmt,
+    get,
+    median,
+    proc_status,
+    sha256,
+    write_results,
+)
 
 # --- /proc ------------------------------------------------------------------
 
@@ -509,12 +517,7 @@ def cmd_report(a):
         print()
         print(f"Note: {closed} connection(s) were closed by a server before the second RSS read; "
               f"those rows do not measure idle connections alone.")
-    meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    meta["samples"] = samples
-    meta["medians"] = medians
-    with open(a.out, "w") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
+    write_results(a.out, meta, samples, medians)
 
 
 def main():
