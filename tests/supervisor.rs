@@ -128,7 +128,11 @@ fn process(watch: &str, root: &Path) -> Builder {
 
 /// Start a process-mode server on `root` with `args` and an optional fault.
 fn start(watch: &str, root: &Path, args: &[&str], fault: Option<&str>) -> TestServer {
-    let mut b = process(watch, root).args(args);
+    // The supervisor's own story (generations started, ready, drained) at
+    // info: a reload that does not finish in time then says where it stood.
+    let mut b = process(watch, root)
+        .args(args)
+        .env("RUST_LOG", "warn,servery::supervisor=info");
     if let Some(f) = fault {
         b = b.fault(f);
     }
