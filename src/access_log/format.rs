@@ -53,6 +53,7 @@ pub enum Protocol {
     Http10,
     Http11,
     Http2,
+    Http3,
 }
 
 impl Protocol {
@@ -62,6 +63,7 @@ impl Protocol {
             Protocol::Http10 => "HTTP/1.0",
             Protocol::Http11 => "HTTP/1.1",
             Protocol::Http2 => "HTTP/2.0",
+            Protocol::Http3 => "HTTP/3.0",
         }
     }
 }

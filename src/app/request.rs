@@ -52,6 +52,8 @@ pub enum Alpn {
     Http11,
     /// `h2`.
     H2,
+    /// `h3` (HTTP/3 over QUIC).
+    H3,
 }
 
 impl Alpn {
@@ -60,6 +62,7 @@ impl Alpn {
         match id {
             b"http/1.1" => Some(Alpn::Http11),
             b"h2" => Some(Alpn::H2),
+            b"h3" => Some(Alpn::H3),
             _ => None,
         }
     }

@@ -43,6 +43,7 @@ pub(super) fn conn(c: &Checked, force_timeout: Duration) -> Result<ConnSettings,
         drain_timeout: c.drain_timeout,
         force_timeout,
         http2: c.http2_conn(),
+        http3: c.http3_conn(),
     })
 }
 

@@ -34,6 +34,7 @@ pub mod compression;
 pub mod cpus;
 mod files;
 pub mod http2;
+pub mod http3;
 mod limits;
 mod listen;
 mod raw;

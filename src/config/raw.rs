@@ -41,7 +41,6 @@ use super::access_log::{
 use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
 use super::files::{self, Dotfiles, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks};
-use super::http2;
 use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
     DEFAULT_LINGERING_BYTES, DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S,
@@ -65,6 +64,7 @@ use super::tls::{
 use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
 use super::Error;
+use super::{http2, http3};
 
 settings! {
     /// The configuration as written: every field optional, merged file ← flags.
@@ -420,6 +420,41 @@ settings! {
             or(65_535u64, within(65_535..=16 * 1024 * 1024)),
             h2 initial_window_bytes,
             shown |c| c.conn.http2.initial_window_bytes;
+        /// HTTP/3 on the UDP ports of the TLS listeners: `on` or `off`.
+        #[arg(long, value_name = "on|off", hide_possible_values = true)]
+        h3: Option<http3::Switch> => http3::Switch = or(http3::DEFAULT_H3, as_is),
+            h3 switch,
+            shown |c| c.conn.http3.switch;
+        /// Request streams one HTTP/3 connection may have open at once.
+        #[arg(long, value_name = "N")]
+        h3_max_streams: Option<u64> => usize =
+            or(http3::DEFAULT_H3_MAX_STREAMS, within(http3::STREAMS)),
+            h3 max_streams,
+            shown |c| c.conn.http3.max_streams;
+        /// Silence after which an HTTP/3 connection is closed.
+        #[arg(long, value_name = "DURATION")]
+        h3_idle_timeout: Option<Seconds> => Duration =
+            or(http3::DEFAULT_H3_IDLE_TIMEOUT_S, seconds(DAY)),
+            h3 idle_timeout,
+            shown |c| c.conn.http3.idle_timeout;
+        /// Request-body bytes a client may send one HTTP/3 stream ahead of what its service reads.
+        #[arg(long, value_name = "SIZE")]
+        h3_stream_window_bytes: Option<Size> => usize =
+            or(http3::DEFAULT_H3_STREAM_WINDOW_BYTES, within(http3::STREAM_WINDOW_BYTES)),
+            h3 stream_window_bytes,
+            shown |c| c.conn.http3.stream_window_bytes;
+        /// The same for all streams of one HTTP/3 connection together.
+        #[arg(long, value_name = "SIZE")]
+        h3_connection_window_bytes: Option<Size> => usize =
+            or(http3::DEFAULT_H3_CONNECTION_WINDOW_BYTES, within(http3::CONNECTION_WINDOW_BYTES)),
+            h3 connection_window_bytes,
+            shown |c| c.conn.http3.connection_window_bytes;
+        /// How long browsers may remember the HTTP/3 port (`Alt-Svc`'s `ma`).
+        #[arg(long, value_name = "DURATION")]
+        alt_svc_max_age: Option<Seconds> => Duration =
+            or(http3::DEFAULT_ALT_SVC_MAX_AGE_S, seconds(DAY * 365.0)),
+            h3 alt_svc_max_age,
+            shown |c| c.conn.http3.alt_svc_max_age;
         /// Access log: `off`, `stderr`, or a file (appended to; SIGUSR1 reopens it).
         #[arg(long, value_name = "PATH|stderr|off")]
         access_log: Option<String> => LogTarget =
@@ -479,6 +514,8 @@ settings! {
     // What each HTTP/2 connection applies: the settings marked `h2` above
     // fill the fields of the same names (the type is the workers').
     http2 = crate::worker::Http2Conn;
+    // The same for HTTP/3 (`h3`).
+    http3 = crate::worker::Http3Conn;
 }
 
 impl RawConfig {

@@ -84,6 +84,7 @@ macro_rules! settings {
                 $name:ident: $raw:ty => $checked:ty = $rule:expr,
                     $( per site $site_raw:ty, shown |$f:pat_param| $site_shown:expr, )?
                     $( h2 $h2_field:ident, )?
+                    $( h3 $h3_field:ident, )?
                     shown |$c:pat_param| $shown:expr;
             )*
         }
@@ -94,6 +95,7 @@ macro_rules! settings {
         }
 
         http2 = $h2_conn:path;
+        http3 = $h3_conn:path;
     ) => {
         $(#[$struct_meta])*
         pub struct RawConfig {
@@ -183,6 +185,13 @@ macro_rules! settings {
             pub(crate) fn http2_conn(&self) -> $h2_conn {
                 $h2_conn {
                     $( $( $h2_field: self.$name.clone(), )? )*
+                }
+            }
+
+            /// What each HTTP/3 connection applies (the settings marked `h3`).
+            pub(crate) fn http3_conn(&self) -> $h3_conn {
+                $h3_conn {
+                    $( $( $h3_field: self.$name.clone(), )? )*
                 }
             }
         }

@@ -15,6 +15,12 @@
 //!    - `shared`: one bound socket per address; each worker gets a dup.
 //! 2. Each worker takes its `Vec<Socket>` and, at COMMIT, listens on them
 //!    (`worker::accept`).
+//! 3. With HTTP/3 on (`--h3`), each TLS listener's port also gets one UDP
+//!    socket per worker, bound in slot order whatever the listener mode, so
+//!    socket `i` of the port's `SO_REUSEPORT` group is worker `i`'s; the
+//!    steering program (`quic::steer`) is attached to the group, so each
+//!    datagram reaches the worker its connection ID names. UDP has no
+//!    listen: datagrams that arrive before COMMIT wait in the sockets.
 
 use std::io;
 use std::net::SocketAddr;
@@ -63,6 +69,13 @@ pub struct ListenerPlan {
     /// worker's set) is a TLS listener.
     pub tls: Vec<bool>,
     pub per_worker: Vec<Vec<Socket>>,
+    /// The UDP ports of HTTP/3 (the TLS listeners' addresses), and each
+    /// worker's socket on each: `udp[i]` is worker i's set, in the order
+    /// of `udp_addrs`. Empty when HTTP/3 is off.
+    pub udp_addrs: Vec<SocketAddr>,
+    pub udp: Vec<Vec<Socket>>,
+    /// Whether the steering program is attached to each port's group.
+    pub steered: bool,
 }
 
 impl ListenerPlan {
@@ -89,6 +102,9 @@ impl ListenerPlan {
                 tls: vec![false; addrs.len()],
                 addrs,
                 per_worker,
+                udp_addrs: Vec::new(),
+                udp: Vec::new(),
+                steered: false,
             });
         }
 
@@ -111,12 +127,16 @@ impl ListenerPlan {
                     addrs.push(bound);
                 }
                 let per_worker = dup_for_workers(&sockets, workers, &addrs)?;
-                Ok(ListenerPlan {
+                ListenerPlan {
                     source: Source::Shared,
                     tls,
                     addrs,
                     per_worker,
-                })
+                    udp_addrs: Vec::new(),
+                    udp: Vec::new(),
+                    steered: false,
+                }
+                .with_udp(config)
             }
             ListenerMode::ReusePort => {
                 let mut per_worker: Vec<Vec<Socket>> = (0..workers).map(|_| Vec::new()).collect();
@@ -130,14 +150,57 @@ impl ListenerPlan {
                     }
                     addrs.push(resolved);
                 }
-                Ok(ListenerPlan {
+                ListenerPlan {
                     source: Source::ReusePort,
                     tls,
                     addrs,
                     per_worker,
-                })
+                    udp_addrs: Vec::new(),
+                    udp: Vec::new(),
+                    steered: false,
+                }
+                .with_udp(config)
             }
         }
+    }
+
+    /// Add HTTP/3's UDP sockets when it is on: one per worker on each TLS
+    /// listener's address, in slot order, steered.
+    fn with_udp(mut self, config: &Config) -> Result<ListenerPlan, Error> {
+        if !config.conn.http3.on() {
+            return Ok(self);
+        }
+        self.udp_addrs = self
+            .addrs
+            .iter()
+            .zip(&self.tls)
+            .filter(|&(_, &tls)| tls)
+            .map(|(&a, _)| a)
+            .collect();
+        if self.udp_addrs.is_empty() {
+            return Ok(self);
+        }
+        let workers = config.workers.get();
+        self.udp = (0..workers).map(|_| Vec::new()).collect();
+        self.steered = true;
+        for &addr in &self.udp_addrs {
+            for sockets in self.udp.iter_mut() {
+                let s = new_udp_socket(addr)?;
+                bind(&s, addr)?;
+                sockets.push(s);
+            }
+            let first = &self.udp[0][self.udp[0].len() - 1];
+            if let Err(e) = crate::quic::steer::attach(std::os::fd::AsFd::as_fd(first)) {
+                tracing::warn!(
+                    %addr,
+                    error = %e,
+                    "cannot attach the QUIC steering program; datagrams reaching the wrong \
+                     worker are counted (servery_quic_misrouted_total) and dropped"
+                );
+                self.steered = false;
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -175,11 +238,41 @@ impl ListenerPlan {
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        // The same UDP sockets for the slots that stay (the group's order
+        // is the slots'); new slots join the groups at their ends.
+        let udp = if self.udp_addrs.is_empty() {
+            Vec::new()
+        } else {
+            (0..workers)
+                .map(|slot| match self.udp.get(slot) {
+                    Some(sockets) => sockets
+                        .iter()
+                        .zip(&self.udp_addrs)
+                        .map(|(s, &addr)| {
+                            s.try_clone()
+                                .map_err(|source| Error::Socket { addr, source })
+                        })
+                        .collect(),
+                    None => self
+                        .udp_addrs
+                        .iter()
+                        .map(|&addr| {
+                            let s = new_udp_socket(addr)?;
+                            bind(&s, addr)?;
+                            Ok(s)
+                        })
+                        .collect(),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
         Ok(ListenerPlan {
             source: self.source,
             addrs: self.addrs.clone(),
             tls: self.tls.clone(),
             per_worker,
+            udp_addrs: self.udp_addrs.clone(),
+            udp,
+            steered: self.steered,
         })
     }
 }
@@ -215,6 +308,22 @@ fn new_socket(addr: SocketAddr, reuseport: bool) -> Result<Socket, Error> {
     if reuseport {
         s.set_reuse_port(true).map_err(err)?;
     }
+    if addr.is_ipv6() {
+        s.set_only_v6(true).map_err(err)?;
+    }
+    s.set_nonblocking(true).map_err(err)?;
+    Ok(s)
+}
+
+fn new_udp_socket(addr: SocketAddr) -> Result<Socket, Error> {
+    let err = |source| Error::Socket { addr, source };
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM.cloexec(),
+        Some(Protocol::UDP),
+    )
+    .map_err(err)?;
+    s.set_reuse_port(true).map_err(err)?;
     if addr.is_ipv6() {
         s.set_only_v6(true).map_err(err)?;
     }

@@ -230,6 +230,7 @@ impl<F: ServiceFactory> Host for Live<F> {
             slot,
             config: &plan.config,
             sockets: &listeners.per_worker[slot],
+            udp: listeners.udp.get(slot).map_or(&[][..], Vec::as_slice),
             factory: &plan.factory,
             stats: &stats,
             budget: self.budget.as_ref(),

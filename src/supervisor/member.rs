@@ -37,6 +37,8 @@ pub(crate) struct Spawn<'a, F> {
     pub slot: usize,
     pub config: &'a Arc<Config>,
     pub sockets: &'a [Socket],
+    /// The worker's UDP sockets for HTTP/3 (none when it is off).
+    pub udp: &'a [Socket],
     pub factory: &'a Arc<F>,
     pub stats: &'a Arc<WorkerStats>,
     pub budget: Option<&'a Arc<SharedCounter>>,
@@ -75,8 +77,15 @@ impl Member {
         let events = s.events.clone();
         let generation = s.generation;
         let stats = s.stats.clone();
+        let udp = s
+            .udp
+            .iter()
+            .map(Socket::try_clone)
+            .collect::<io::Result<Vec<_>>>()?;
         let init = worker::Init {
             index: s.slot,
+            generation: s.generation,
+            udp,
             cpu: s.config.cpus.as_ref().map(|c| c[s.slot]),
             sockets,
             driver: s.config.driver,
@@ -163,12 +172,14 @@ impl Member {
             cpu: s.config.cpus.as_ref().map(|c| c[s.slot]),
             config: s.config.raw.clone(),
             listeners: s.sockets.len(),
+            udp: s.udp.len(),
             budget: s.budget.is_some(),
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| (t.identities.clone(), t.secret.clone())),
             acme: crate::sites::published::global().updates(),
         };
-        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s.sockets.iter().map(AsFd::as_fd).collect();
+        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> =
+            s.sockets.iter().chain(s.udp).map(AsFd::as_fd).collect();
         if let Some(b) = s.budget {
             fds.push(b.fd());
         }

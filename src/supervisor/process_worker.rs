@@ -41,7 +41,7 @@ where
     let ToWorker::Init(init) = first else {
         return Err("first control message was not Init".into());
     };
-    let expected = init.listeners + usize::from(init.budget);
+    let expected = init.listeners + init.udp + usize::from(init.budget);
     if fds.len() != expected {
         return Err(format!(
             "Init carried {} fds, expected {expected}",
@@ -56,7 +56,8 @@ where
     } else {
         None
     };
-    let sockets: Vec<socket2::Socket> = fds.into_iter().map(socket2::Socket::from).collect();
+    let mut sockets: Vec<socket2::Socket> = fds.into_iter().map(socket2::Socket::from).collect();
+    let udp = sockets.split_off(init.listeners);
     let config = init
         .config
         .clone()
@@ -167,8 +168,10 @@ where
     let closing = access_log.as_ref().map(|s| s.sink.clone());
     let state = worker::run(WorkerInit {
         index: init.slot,
+        generation: init.generation,
         cpu: init.cpu,
         sockets,
+        udp,
         driver: config.driver,
         settings,
         factory: Arc::new(factory),

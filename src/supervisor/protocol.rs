@@ -36,6 +36,9 @@ pub struct Init {
     pub config: RawConfig,
     /// How many listening sockets are attached (first in the fd list).
     pub listeners: usize,
+    /// How many UDP sockets for HTTP/3 follow them.
+    #[serde(default)]
+    pub udp: usize,
     /// Whether the budget memfd is attached (last in the fd list).
     pub budget: bool,
     /// Which listeners are TLS (same order as the fds).

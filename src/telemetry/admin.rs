@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 19] = [
+    let series: [Series; 25] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -191,6 +191,42 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "TLS connections whose records the kernel seals (kTLS).",
             |s| WorkerStats::get(&s.tls_ktls),
+        ),
+        (
+            "servery_h3_connections_total",
+            "counter",
+            "QUIC connections accepted (HTTP/3).",
+            |s| WorkerStats::get(&s.h3_connections),
+        ),
+        (
+            "servery_h3_open",
+            "gauge",
+            "QUIC connections open now.",
+            |s| WorkerStats::get(&s.h3_open),
+        ),
+        (
+            "servery_h3_refused_total",
+            "counter",
+            "QUIC connections refused: the worker at --max-connections, draining, or the handshake's first packet refused.",
+            |s| WorkerStats::get(&s.h3_refused),
+        ),
+        (
+            "servery_h3_handshake_timeouts_total",
+            "counter",
+            "QUIC handshakes not done within --tls-handshake-timeout (closed).",
+            |s| WorkerStats::get(&s.h3_handshake_timeouts),
+        ),
+        (
+            "servery_h3_streams_total",
+            "counter",
+            "HTTP/3 request streams accepted.",
+            |s| WorkerStats::get(&s.h3_streams),
+        ),
+        (
+            "servery_quic_misrouted_total",
+            "counter",
+            "Datagrams read by a worker whose connection IDs name another worker (the steering program was not attached, or a slot changed).",
+            |s| WorkerStats::get(&s.quic_misrouted),
         ),
         (
             "servery_handler_panics_total",

@@ -29,23 +29,25 @@ pub type StatsTable = std::sync::Arc<std::sync::RwLock<Vec<std::sync::Arc<Worker
 pub enum Protocol {
     Http1 = 0,
     Http2 = 1,
+    Http3 = 2,
 }
 
 impl Protocol {
     /// Every protocol, in the order of the counters' arrays.
-    pub const ALL: [Protocol; PROTOCOLS] = [Protocol::Http1, Protocol::Http2];
+    pub const ALL: [Protocol; PROTOCOLS] = [Protocol::Http1, Protocol::Http2, Protocol::Http3];
 
     /// The `protocol` label's value.
     pub fn label(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
+            Protocol::Http3 => "http3",
         }
     }
 }
 
 /// How many protocols the counters tell apart.
-pub const PROTOCOLS: usize = 2;
+pub const PROTOCOLS: usize = 3;
 
 /// Why a TLS handshake failed (`servery_tls_failures_total{reason}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +97,18 @@ pub struct WorkerStats {
     pub tls_parked: AtomicU64,
     /// TLS connections whose records the kernel seals (kTLS).
     pub tls_ktls: AtomicU64,
+    /// QUIC connections accepted (HTTP/3).
+    pub h3_connections: AtomicU64,
+    /// QUIC connections open now.
+    pub h3_open: AtomicU64,
+    /// QUIC connections refused: the worker at `--max-connections`, draining, or the handshake's first packet refused.
+    pub h3_refused: AtomicU64,
+    /// QUIC handshakes not done within `--tls-handshake-timeout` (closed).
+    pub h3_handshake_timeouts: AtomicU64,
+    /// HTTP/3 request streams accepted.
+    pub h3_streams: AtomicU64,
+    /// Datagrams read by a worker whose connection IDs name another worker (the steering program was not attached, or a slot changed).
+    pub quic_misrouted: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -316,6 +330,11 @@ pub struct Snapshot {
     /// Of them, over HTTP/2.
     #[serde(default)]
     pub h2_responses: [u64; 6],
+    /// Requests and responses over HTTP/3 (absent in older beats).
+    #[serde(default)]
+    pub h3_requests: u64,
+    #[serde(default)]
+    pub h3_responses: [u64; 6],
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
     pub tls_plaintext: u64,
@@ -327,6 +346,18 @@ pub struct Snapshot {
     pub tls_parked: u64,
     #[serde(default)]
     pub tls_ktls: u64,
+    #[serde(default)]
+    pub h3_connections: u64,
+    #[serde(default)]
+    pub h3_open: u64,
+    #[serde(default)]
+    pub h3_refused: u64,
+    #[serde(default)]
+    pub h3_handshake_timeouts: u64,
+    #[serde(default)]
+    pub h3_streams: u64,
+    #[serde(default)]
+    pub quic_misrouted: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -363,6 +394,8 @@ impl Snapshot {
         }
         let h2 = Protocol::Http2 as usize;
         let h2_responses = stats.responses[h2].each_ref().map(WorkerStats::get);
+        let h3 = Protocol::Http3 as usize;
+        let h3_responses = stats.responses[h3].each_ref().map(WorkerStats::get);
         Snapshot {
             connections_accepted: WorkerStats::get(&stats.connections_accepted),
             connections_open: WorkerStats::get(&stats.connections_open),
@@ -370,6 +403,8 @@ impl Snapshot {
             h2_requests: WorkerStats::get(&stats.requests[h2]),
             responses,
             h2_responses,
+            h3_requests: WorkerStats::get(&stats.requests[h3]),
+            h3_responses,
             tls_handshakes: WorkerStats::get(&stats.tls_handshakes),
             tls_resumed: WorkerStats::get(&stats.tls_resumed),
             tls_plaintext: WorkerStats::get(&stats.tls_plaintext),
@@ -377,6 +412,12 @@ impl Snapshot {
             tls_failures: stats.tls_failures.each_ref().map(WorkerStats::get),
             tls_parked: WorkerStats::get(&stats.tls_parked),
             tls_ktls: WorkerStats::get(&stats.tls_ktls),
+            h3_connections: WorkerStats::get(&stats.h3_connections),
+            h3_open: WorkerStats::get(&stats.h3_open),
+            h3_refused: WorkerStats::get(&stats.h3_refused),
+            h3_handshake_timeouts: WorkerStats::get(&stats.h3_handshake_timeouts),
+            h3_streams: WorkerStats::get(&stats.h3_streams),
+            quic_misrouted: WorkerStats::get(&stats.quic_misrouted),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -399,9 +440,11 @@ impl Snapshot {
         self.connections_open += other.connections_open;
         self.requests += other.requests;
         self.h2_requests += other.h2_requests;
+        self.h3_requests += other.h3_requests;
         for i in 0..6 {
             self.responses[i] += other.responses[i];
             self.h2_responses[i] += other.h2_responses[i];
+            self.h3_responses[i] += other.h3_responses[i];
         }
         self.tls_handshakes += other.tls_handshakes;
         self.tls_resumed += other.tls_resumed;
@@ -412,6 +455,12 @@ impl Snapshot {
         }
         self.tls_parked += other.tls_parked;
         self.tls_ktls += other.tls_ktls;
+        self.h3_connections += other.h3_connections;
+        self.h3_open += other.h3_open;
+        self.h3_refused += other.h3_refused;
+        self.h3_handshake_timeouts += other.h3_handshake_timeouts;
+        self.h3_streams += other.h3_streams;
+        self.quic_misrouted += other.quic_misrouted;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -434,14 +483,22 @@ impl Snapshot {
             .connections_accepted
             .store(self.connections_accepted, Relaxed);
         stats.connections_open.store(self.connections_open, Relaxed);
-        let (h1, h2) = (Protocol::Http1 as usize, Protocol::Http2 as usize);
+        let (h1, h2, h3) = (
+            Protocol::Http1 as usize,
+            Protocol::Http2 as usize,
+            Protocol::Http3 as usize,
+        );
         let h2_requests = self.h2_requests.min(self.requests);
-        stats.requests[h1].store(self.requests - h2_requests, Relaxed);
+        let h3_requests = self.h3_requests.min(self.requests - h2_requests);
+        stats.requests[h1].store(self.requests - h2_requests - h3_requests, Relaxed);
         stats.requests[h2].store(h2_requests, Relaxed);
+        stats.requests[h3].store(h3_requests, Relaxed);
         for i in 0..6 {
             let h2_responses = self.h2_responses[i].min(self.responses[i]);
-            stats.responses[h1][i].store(self.responses[i] - h2_responses, Relaxed);
+            let h3_responses = self.h3_responses[i].min(self.responses[i] - h2_responses);
+            stats.responses[h1][i].store(self.responses[i] - h2_responses - h3_responses, Relaxed);
             stats.responses[h2][i].store(h2_responses, Relaxed);
+            stats.responses[h3][i].store(h3_responses, Relaxed);
         }
         stats.tls_handshakes.store(self.tls_handshakes, Relaxed);
         stats.tls_resumed.store(self.tls_resumed, Relaxed);
@@ -452,6 +509,14 @@ impl Snapshot {
         }
         stats.tls_parked.store(self.tls_parked, Relaxed);
         stats.tls_ktls.store(self.tls_ktls, Relaxed);
+        stats.h3_connections.store(self.h3_connections, Relaxed);
+        stats.h3_open.store(self.h3_open, Relaxed);
+        stats.h3_refused.store(self.h3_refused, Relaxed);
+        stats
+            .h3_handshake_timeouts
+            .store(self.h3_handshake_timeouts, Relaxed);
+        stats.h3_streams.store(self.h3_streams, Relaxed);
+        stats.quic_misrouted.store(self.quic_misrouted, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

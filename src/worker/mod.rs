@@ -25,6 +25,7 @@ mod accept;
 mod conn;
 pub mod fault;
 mod heap;
+mod quic;
 mod registry;
 mod runtime;
 
@@ -46,10 +47,13 @@ pub use crate::control::{Control, Driver, Report, State};
 pub use runtime::DriverChoice;
 
 pub use conn::{ConnSettings, H2c, Http2Conn, KtlsChoice};
+pub use quic::Http3Conn;
 
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {
     pub index: usize,
+    /// The generation the worker belongs to (its QUIC connection IDs say it).
+    pub generation: u64,
     pub cpu: Option<usize>,
     pub sockets: Vec<Socket>,
     pub driver: DriverChoice,
@@ -62,6 +66,9 @@ pub(crate) struct Init<F> {
     pub budget: Option<Arc<crate::sys::shm::SharedCounter>>,
     /// Which of `sockets` are TLS listeners (same order).
     pub tls_flags: Vec<bool>,
+    /// The worker's UDP sockets for HTTP/3, one per TLS listener's port
+    /// (each in its port's group, at this worker's slot).
+    pub udp: Vec<Socket>,
     /// The TLS configuration for those listeners.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// How names find sites: what a TLS connection's SNI chose.
@@ -248,6 +255,13 @@ async fn lifecycle<F: ServiceFactory>(
             tls,
         ));
     }
+    let endpoints = start_quic(
+        &ctx,
+        init.udp,
+        init.generation,
+        init.tls.as_deref(),
+        &accepting,
+    )?;
     monoio::spawn(sweep_keepalive(ctx.clone()));
     heap::start();
     if ctx.log.is_some() {
@@ -282,7 +296,8 @@ async fn lifecycle<F: ServiceFactory>(
                 .await
                 .is_err()
             {
-                let n = ctx.registry.cut_all();
+                let n =
+                    ctx.registry.cut_all() + endpoints.iter().map(|q| q.cut_all()).sum::<usize>();
                 tracing::warn!(
                     worker = init.index,
                     cut = n,
@@ -302,7 +317,8 @@ async fn lifecycle<F: ServiceFactory>(
         let drain = match msg {
             None => break,
             Some(Ok(Control::Force)) => {
-                let n = ctx.registry.cut_all();
+                let n =
+                    ctx.registry.cut_all() + endpoints.iter().map(|q| q.cut_all()).sum::<usize>();
                 if n > 0 {
                     tracing::warn!(
                         worker = init.index,
@@ -340,6 +356,9 @@ async fn lifecycle<F: ServiceFactory>(
             if let Some(c) = canceller.take() {
                 c.cancel();
             }
+            for q in &endpoints {
+                q.drain();
+            }
             ctx.registry.close_idle();
         }
     }
@@ -349,6 +368,57 @@ async fn lifecycle<F: ServiceFactory>(
         log.flush();
     }
     Ok(cut)
+}
+
+/// Start the worker's QUIC endpoints, one per UDP socket, when HTTP/3 is
+/// on: each counts in `accepting` until it has drained.
+fn start_quic<H: crate::app::Service>(
+    ctx: &Rc<Ctx<H>>,
+    udp: Vec<Socket>,
+    generation: u64,
+    tls: Option<&rustls::ServerConfig>,
+    accepting: &Rc<Cell<usize>>,
+) -> Result<Vec<Rc<quic::Quic>>, String> {
+    let settings = &ctx.settings;
+    let (Some(tls), true) = (tls, settings.http3.on()) else {
+        return Ok(Vec::new());
+    };
+    let owner = crate::quic::cid::Owner {
+        slot: ctx.index as u8,
+        generation: generation as u8,
+    };
+    let mut endpoints = Vec::new();
+    for socket in udp {
+        let (endpoint, server) = quic::config(
+            ctx.index,
+            generation,
+            &settings.http3,
+            settings.output_buffer_bytes,
+            tls,
+        )
+        .map_err(|e| format!("HTTP/3: {e}"))?;
+        let q = quic::endpoint(
+            endpoint,
+            server,
+            ctx.stats.clone(),
+            settings.max_connections.get(),
+            settings.tls_handshake_timeout,
+        );
+        let socket = quic::socket(socket).map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
+        accepting.set(accepting.get() + 1);
+        let (ctx, accepting, quic) = (ctx.clone(), accepting.clone(), q.clone());
+        monoio::spawn(async move {
+            let serving = ctx.clone();
+            quic::drive(quic, socket, owner, ctx.stats.clone(), move |conn| {
+                monoio::spawn(conn::serve_h3(serving.clone(), conn));
+            })
+            .await;
+            accepting.set(accepting.get() - 1);
+            ctx.registry.wake_closed();
+        });
+        endpoints.push(q);
+    }
+    Ok(endpoints)
 }
 
 /// Hand a partial buffer of access-log lines to the writer every

@@ -258,8 +258,8 @@ impl Pending {
     }
 }
 
-/// An HTTP/2 stream's record and the text of its fields, kept until its
-/// answer ends.
+/// An HTTP/2 or HTTP/3 stream's record and the text of its fields, kept
+/// until its answer ends.
 #[derive(Debug)]
 pub(super) struct Captured {
     record: Record,
@@ -267,13 +267,15 @@ pub(super) struct Captured {
 }
 
 impl Captured {
-    /// The fields of an HTTP/2 request on a connection whose SNI chose
-    /// `sni`; `sites` names the site that answers it.
-    pub(super) fn h2(
+    /// The fields of an HTTP/2 or HTTP/3 request (`protocol`) on a
+    /// connection whose SNI chose `sni`; `sites` names the site that
+    /// answers it.
+    pub(super) fn mapped(
         parts: &http::request::Parts,
         start: Instant,
         sites: &crate::sites::router::Router,
         sni: Option<usize>,
+        protocol: Protocol,
     ) -> Captured {
         let mut text = Vec::new();
         let target = parts
@@ -293,7 +295,7 @@ impl Captured {
             referer: header(http::header::REFERER),
             user_agent: header(http::header::USER_AGENT),
             site: sites.request_name(host, sni),
-            protocol: Protocol::Http2,
+            protocol,
         };
         let fields = Fields::capture(&mut text, said);
         Captured {

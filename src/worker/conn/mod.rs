@@ -44,8 +44,11 @@
 mod budget;
 mod ctx;
 mod dispatch;
+mod fields;
 mod h1;
 mod h2;
+mod h3;
+mod heads;
 mod linger;
 mod logged;
 mod output;
@@ -117,6 +120,13 @@ pub(crate) async fn serve_tls<H: Service>(
             http1_then_h2c(tls, registration, ctx, facts).await
         }
     }
+}
+
+/// Serve an HTTP/3 connection whose QUIC handshake completed.
+pub(crate) async fn serve_h3<H: Service>(ctx: Rc<Ctx<H>>, conn: super::quic::Conn) {
+    let stats = ctx.stats.clone();
+    let _gauge = OpenGauge::new(&stats);
+    h3::serve(ctx, conn).await
 }
 
 /// HTTP/1.1 on `stream`, then HTTP/2 on what it hands back (a transport

@@ -54,4 +54,7 @@ pub struct ConnSettings {
     pub force_timeout: Duration,
     /// HTTP/2 on the plain listeners, and what one HTTP/2 connection may cost.
     pub http2: Http2Conn,
+    /// HTTP/3 on the TLS listeners' ports, and what one HTTP/3 connection
+    /// may cost.
+    pub http3: crate::worker::Http3Conn,
 }

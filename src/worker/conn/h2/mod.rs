@@ -34,7 +34,6 @@
 //! 5. A GOAWAY that cannot be written (a peer that stopped reading) ends the
 //!    connection after `--send-timeout`.
 
-mod heads;
 mod io;
 mod outbox;
 mod send;

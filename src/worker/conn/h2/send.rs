@@ -29,15 +29,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, SendStream};
-use http::header::{self, HeaderValue};
 
 use super::super::budget::{Ticket, SLICE_BYTES};
+use super::super::fields;
 use super::super::Ctx;
 use super::outbox::Outbox;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
 use crate::http::error::Refusal;
-use crate::http::finish::{self, Length};
 use crate::http::{ParseError, Part};
 use crate::sys::iovec::read_at_into;
 use crate::telemetry::Protocol;
@@ -313,38 +312,9 @@ pub(super) async fn send<H>(
     banked: Option<usize>,
 ) -> Result<(), Gone> {
     let (mut parts, body) = resp.into_parts();
-    finish::remove_connection_specific(&mut parts.headers);
-    let status = parts.status;
-    let no_content = status.is_informational()
-        || status == http::StatusCode::NO_CONTENT
-        || status == http::StatusCode::NOT_MODIFIED;
     let len = body.len();
-    // The length every protocol tells (`http::finish`), as HTTP/2 says it:
-    // `content-length` when known (a stream's end says the rest).
-    let declared = (head_only || status == http::StatusCode::NOT_MODIFIED)
-        .then(|| finish::declared_length(&parts.headers))
-        .flatten();
-    match finish::length(status.as_u16(), head_only, declared, len) {
-        Length::Known(n) if declared == Some(n) => {}
-        Length::Known(n) => {
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-        }
-        Length::None | Length::Unknown => {
-            parts.headers.remove(header::CONTENT_LENGTH);
-        }
-    }
-    if !parts.headers.contains_key(header::SERVER) {
-        parts
-            .headers
-            .insert(header::SERVER, HeaderValue::from_static(finish::SERVER));
-    }
-    if let Ok(date) = HeaderValue::from_bytes(ctx.date.borrow_mut().now()) {
-        parts.headers.insert(header::DATE, date);
-    }
-    ctx.stats.response(Protocol::Http2, status.as_u16());
-    let bodiless = head_only || no_content || len == Some(0);
+    let bodiless = fields::finish(ctx, &mut parts, head_only, len, Protocol::Http2);
+    let status = parts.status;
     if let Some(t) = tally {
         t.status.set(status.as_u16());
     }

@@ -31,12 +31,11 @@ use bytes::Bytes;
 use futures_util::future::Either;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
-use http::header;
 
 use super::super::dispatch::{self, poll_caught};
 use super::super::logged::Captured;
 use super::super::Ctx;
-use super::heads;
+use super::super::{fields, heads};
 use super::outbox::Outbox;
 use super::send::{self, refusal_of, send, Gone, Tally};
 use crate::app::body::Feed;
@@ -111,11 +110,12 @@ pub(super) fn answer<'a, H: Service>(
         Box::new(Logged {
             log,
             facts,
-            captured: Captured::h2(
+            captured: Captured::mapped(
                 &parts,
                 Instant::now(),
                 &ctx.sites,
                 facts.tls.and_then(|t| t.site),
+                crate::access_log::Protocol::Http2,
             ),
             tally: Tally::default(),
         })
@@ -123,7 +123,7 @@ pub(super) fn answer<'a, H: Service>(
     let head_only = parts.method == http::Method::HEAD;
     let max_body = ctx.settings.max_body_bytes;
     let declared = crate::http::finish::declared_length(&parts.headers);
-    let refused = match authority_error(&parts) {
+    let refused = match fields::authority_error(&parts) {
         Some(e) => Some(Refusal::Parse(e)),
         None => declared
             .filter(|&n| n > max_body)
@@ -464,32 +464,4 @@ async fn discard<H>(ctx: &Ctx<H>, mut recv: RecvStream) -> Result<(), Option<Bod
         Ok(Err(_)) => Err(None),
         Ok(Ok(_)) => Ok(()),
     }
-}
-
-/// Why the request's authority (`:authority`, else `host`) is refused: the
-/// HTTP/1.1 Host grammar (`http::host`), no userinfo (RFC 9113 §8.3.1), one
-/// `host` at most, and the two agreeing when both are sent.
-fn authority_error(parts: &http::request::Parts) -> Option<ParseError> {
-    use crate::http::host;
-    let hosts: Vec<_> = parts.headers.get_all(header::HOST).iter().collect();
-    if hosts.len() > 1 {
-        return Some(ParseError::BadHost { count: hosts.len() });
-    }
-    let field = hosts.first().map(|v| v.as_bytes());
-    let pseudo = parts.uri.authority().map(|a| a.as_str().as_bytes());
-    let invalid = |in_target, error| ParseError::InvalidHost { in_target, error };
-    if let Some(a) = pseudo {
-        if let Err(e) = host::validate_uri(a) {
-            return Some(invalid(true, e));
-        }
-    }
-    if let Some(h) = field {
-        if let Err(e) = host::validate(h) {
-            return Some(invalid(false, e));
-        }
-        if pseudo.is_some_and(|a| !a.eq_ignore_ascii_case(h)) {
-            return Some(ParseError::BadHost { count: 2 });
-        }
-    }
-    None
 }

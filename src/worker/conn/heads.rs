@@ -1,7 +1,7 @@
-//! The static files' response heads as HTTP/2 header maps.
+//! The static files' response heads as header maps, for HTTP/2 and HTTP/3.
 //!
 //! A cached file answers with a prebuilt head (`http::HeadBlock`), the same
-//! one for every hit. HTTP/2 needs it as a `HeaderMap`; reading the block
+//! one for every hit. HTTP/2 and HTTP/3 need it as a `HeaderMap`; reading the block
 //! back into one costs ~3,500 instructions a request (callgrind, a 1 KiB
 //! file), against a few hundred for cloning a map made once. So the map is
 //! made by the first HTTP/2 request and kept in the head itself, beside the

@@ -1,0 +1,52 @@
+//! HTTP/3: whether the TLS listeners' ports also take QUIC, what one HTTP/3
+//! connection may cost, and how browsers learn of it (`--h3`, `--h3-*`,
+//! `--alt-svc-max-age`).
+//!
+//! Owns the defaults and bounds of those settings. What each connection
+//! applies, [`Http3Conn`], is the QUIC layer's type (`worker::quic`);
+//! `raw`'s table fills its fields from the settings marked `h3`, as for
+//! HTTP/2. Does not own the UDP sockets (`net`) nor enforcing the limits
+//! (`worker::quic`).
+//!
+//! The defaults follow the peers: 100 concurrent request streams (quinn's,
+//! h2o's, nginx's `http3_max_concurrent_streams` 128), a 30 s idle timeout
+//! (Caddy's and quic-go's), receive windows that let one stream fill a
+//! 100 Mbit/s path at a 20 ms round trip and a connection four of them, and
+//! a day for `Alt-Svc` (the value Caddy and Cloudflare send).
+
+use crate::choice::choice;
+pub use crate::worker::Http3Conn;
+
+/// HTTP/3 is on wherever a TLS listener is.
+pub const DEFAULT_H3: Switch = Switch::On;
+/// Request streams a client may have open at once on one connection
+/// (QUIC's `initial_max_streams_bidi`; a stream past it cannot be opened).
+pub const DEFAULT_H3_MAX_STREAMS: u64 = 100;
+/// An HTTP/3 connection silent this long is closed (QUIC's
+/// `max_idle_timeout`; the smaller of ours and the client's applies).
+pub const DEFAULT_H3_IDLE_TIMEOUT_S: f64 = 30.0;
+/// Request-body bytes one stream may have in flight ahead of its service.
+pub const DEFAULT_H3_STREAM_WINDOW_BYTES: u64 = 256 * 1024;
+/// The same for all streams of one connection.
+pub const DEFAULT_H3_CONNECTION_WINDOW_BYTES: u64 = 1024 * 1024;
+/// How long a browser may keep using the advertised HTTP/3 port.
+pub const DEFAULT_ALT_SVC_MAX_AGE_S: f64 = 86_400.0;
+
+/// `--h3-max-streams`.
+pub(crate) const STREAMS: std::ops::RangeInclusive<usize> = 1..=4096;
+/// `--h3-stream-window-bytes`: a packet's worth to 16 MiB.
+pub(crate) const STREAM_WINDOW_BYTES: std::ops::RangeInclusive<usize> =
+    16 * 1024..=16 * 1024 * 1024;
+/// `--h3-connection-window-bytes`: up to 64 MiB.
+pub(crate) const CONNECTION_WINDOW_BYTES: std::ops::RangeInclusive<usize> =
+    64 * 1024..=64 * 1024 * 1024;
+
+choice! {
+    /// Whether HTTP/3 is served (`--h3`).
+    pub enum Switch {
+        /// On the UDP port of every TLS listener.
+        On = "on",
+        /// Not at all: no UDP socket is opened and no `Alt-Svc` is sent.
+        Off = "off",
+    }
+}

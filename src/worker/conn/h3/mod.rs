@@ -1,0 +1,122 @@
+//! HTTP/3 connections (RFC 9114): the `h3` crate over the worker's QUIC
+//! endpoint (`worker::quic`), each request answered through the same
+//! dispatch, response finish and request record as HTTP/1.1 and HTTP/2.
+//!
+//! Flow:
+//! 1. The QUIC driver hands over a connection whose handshake completed;
+//!    [`serve`] runs `h3`'s server side on it (SETTINGS, the control and
+//!    QPACK streams) and accepts request streams, each answered by a task
+//!    of its own (`stream`).
+//! 2. At a drain the connection sends GOAWAY (`h3`'s `shutdown`), answers
+//!    the requests it had accepted and closes with H3_NO_ERROR.
+//! 3. The connection ends when the client closes it, at the idle timeout
+//!    (QUIC's), or at the drain deadline (the worker cuts what is left).
+//!
+//! Limits are QUIC's (`--h3-max-streams`, the receive windows; see
+//! `worker::quic::config`) and HTTP/3's: a request's field section is at
+//! most `--max-head-bytes` decoded (SETTINGS_MAX_FIELD_SECTION_SIZE), and
+//! QPACK's dynamic table is not offered (`h3` sets its capacity to 0), so
+//! no client can make a connection hold a table.
+
+mod stream;
+
+use std::future::{poll_fn, Future};
+use std::rc::Rc;
+use std::task::Poll;
+
+use super::Ctx;
+use crate::app::{Alpn, Connection, Service, Tls};
+use crate::worker::quic::{Conn, H3_NO_ERROR};
+
+/// Serve one HTTP/3 connection until it ends.
+pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
+    let id = ctx.connections.get();
+    ctx.connections.set(id + 1);
+    let site = conn
+        .server_name()
+        .and_then(|name| ctx.sites.route(name.as_bytes()));
+    let facts = Connection {
+        peer: conn.remote(),
+        worker: ctx.index,
+        id,
+        tls: Some(Tls {
+            alpn: Some(Alpn::H3),
+            version: Some("TLSv1.3"),
+            resumed: false,
+            site,
+        }),
+    };
+    let watch = Rc::new(conn.watch());
+    let limits = &ctx.settings.limits;
+    let built = h3::server::builder()
+        .max_field_section_size(limits.max_head_bytes as u64)
+        .send_grease(true)
+        .build::<_, bytes::Bytes>(conn)
+        .await;
+    let mut h3 = match built {
+        Ok(h3) => h3,
+        Err(e) => {
+            tracing::debug!(error = %e, "HTTP/3 connection failed to start");
+            return;
+        }
+    };
+    let mut draining = false;
+    loop {
+        enum Next<R> {
+            Request(R),
+            Drain,
+        }
+        let next = {
+            let accept = h3.accept();
+            let mut accept = std::pin::pin!(accept);
+            poll_fn(|cx| {
+                if !draining && watch.poll_drain(cx).is_ready() {
+                    return Poll::Ready(Next::Drain);
+                }
+                accept.as_mut().poll(cx).map(Next::Request)
+            })
+            .await
+        };
+        match next {
+            Next::Drain => {
+                draining = true;
+                // GOAWAY: no request after those accepted (RFC 9114 §5.2).
+                if let Err(e) = h3.shutdown(0).await {
+                    tracing::debug!(error = %e, "HTTP/3 GOAWAY failed");
+                    break;
+                }
+            }
+            Next::Request(Ok(Some(resolver))) => {
+                crate::telemetry::WorkerStats::add(&ctx.stats.h3_streams, 1);
+                let ctx = ctx.clone();
+                let watch = watch.clone();
+                monoio::spawn(async move {
+                    match resolver.resolve_request().await {
+                        Ok((req, stream)) => stream::answer(&ctx, req, stream, facts).await,
+                        Err(e) => tracing::debug!(error = %e, "HTTP/3 request refused"),
+                    }
+                    watch.wake();
+                });
+            }
+            Next::Request(Ok(None)) => break,
+            Next::Request(Err(e)) => {
+                tracing::debug!(error = %e, "HTTP/3 connection ended");
+                break;
+            }
+        }
+    }
+    // Requests still being answered hold `watch`; the connection closes
+    // once the last one is done (or the client or the drain deadline ends
+    // it first).
+    poll_fn(|cx| {
+        if Rc::strong_count(&watch) == 1 {
+            Poll::Ready(())
+        } else {
+            watch.park(cx);
+            Poll::Pending
+        }
+    })
+    .await;
+    drop(h3);
+    watch.close(H3_NO_ERROR as u64);
+}

@@ -1,0 +1,384 @@
+//! One HTTP/3 request stream: its request through the same dispatch as
+//! HTTP/1.1 and HTTP/2, its body fed as the service pulls it, its response
+//! finished by `fields` and sent in bounded pieces.
+//!
+//! Flow:
+//! 1. A bad authority or a declared `content-length` past
+//!    `--max-body-bytes` is answered from `on_error` before the service
+//!    runs. The static files answer from the head
+//!    (`dispatch::respond_to_head`; a body sent with such a request is read
+//!    and dropped first, its credit returned); any other service is called
+//!    with a `Request` whose body is fed by [`pull`].
+//! 2. [`pull`] reads a DATA frame only when the service waits for one, so
+//!    QUIC's flow-control credit goes back as the service reads. Past
+//!    `--max-body-bytes` the answer becomes 413; silence past
+//!    `--body-timeout` 408.
+//! 3. The response's fields are finished (`fields::finish`, the one finish
+//!    of a mapped head); its body goes out in pieces of at most
+//!    [`PIECE_BYTES`], each handed over only when the stream has taken the
+//!    last one (`h3`'s `send_data` waits for that), so a stream holds at
+//!    most one piece beyond what QUIC's send window lets it queue.
+//! 4. When the answer ends, however it ends, its access-log line is
+//!    written with the status and the body bytes sent.
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes};
+use h3::server::RequestStream;
+
+use super::super::dispatch::{self, poll_caught};
+use super::super::logged::Captured;
+use super::super::{fields, heads, Ctx};
+use crate::app::body::Feed;
+use crate::app::response::{from_static, Kind};
+use crate::app::{into_body, Body, BodyError, Connection, Request, RequestBody, Service};
+use crate::http::error::{on_error, Refusal};
+use crate::http::{ParseError, Part};
+use crate::sys::iovec::read_at_into;
+use crate::telemetry::Protocol;
+use crate::worker::quic::Conn;
+
+type Bidi = <Conn as h3::quic::OpenStreams<Bytes>>::BidiStream;
+type Stream = RequestStream<Bidi, Bytes>;
+type RecvHalf = RequestStream<<Bidi as h3::quic::BidiStream<Bytes>>::RecvStream, Bytes>;
+
+/// Largest piece of a body handed to the stream at once.
+const PIECE_BYTES: usize = 16 * 1024;
+
+/// H3_REQUEST_CANCELLED (RFC 9114 §8.1): a response we stopped.
+const REQUEST_CANCELLED: u64 = 0x10c;
+/// H3_INTERNAL_ERROR.
+const INTERNAL_ERROR: u64 = 0x102;
+
+/// What a stream's answer sent, for its log line.
+#[derive(Default)]
+struct Tally {
+    status: Cell<u16>,
+    bytes: Cell<u64>,
+}
+
+/// A stream's access-log line, written when its answer ends.
+struct Logged<'a> {
+    log: &'a crate::access_log::Log,
+    facts: Connection,
+    captured: Captured,
+    tally: Tally,
+}
+
+impl Drop for Logged<'_> {
+    fn drop(&mut self) {
+        let (status, bytes) = (self.tally.status.get(), self.tally.bytes.get());
+        self.captured.finish(self.log, &self.facts, status, bytes);
+    }
+}
+
+/// Answer one request on its stream.
+pub(super) async fn answer<H: Service>(
+    ctx: &Ctx<H>,
+    req: http::Request<()>,
+    stream: Stream,
+    facts: Connection,
+) {
+    let (parts, ()) = req.into_parts();
+    let logged = ctx.log.as_ref().map(|log| Logged {
+        log,
+        facts,
+        captured: Captured::mapped(
+            &parts,
+            Instant::now(),
+            &ctx.sites,
+            facts.tls.and_then(|t| t.site),
+            crate::access_log::Protocol::Http3,
+        ),
+        tally: Tally::default(),
+    });
+    let tally = logged.as_ref().map(|l| &l.tally);
+    let head_only = parts.method == http::Method::HEAD;
+    let max_body = ctx.settings.max_body_bytes;
+    let refused = match fields::authority_error(&parts) {
+        Some(e) => Some(Refusal::Parse(e)),
+        None => crate::http::finish::declared_length(&parts.headers)
+            .filter(|&n| n > max_body)
+            .map(|length| Refusal::Parse(ParseError::BodyTooLarge { length })),
+    };
+    let mut stream = stream;
+    if let Some(refusal) = refused {
+        ctx.stats.request(Protocol::Http3);
+        let resp = from_static(on_error(&refusal));
+        let _ = send(ctx, &mut stream, resp, head_only, tally).await;
+        return;
+    }
+    if H::BORROWS_HEADS {
+        let answered = dispatch::respond_to_head(
+            ctx,
+            &crate::app::head::borrow(&parts),
+            &facts,
+            Protocol::Http3,
+        );
+        if let Some(answer) = answered {
+            let resp = match discard(ctx, &mut stream).await {
+                Ok(()) => heads::response(answer.response),
+                Err(Some(e)) => match refusal_of(e) {
+                    Some(r) => from_static(on_error(&r)),
+                    None => return,
+                },
+                Err(None) => return,
+            };
+            let _ = send(ctx, &mut stream, resp, head_only, tally).await;
+            return;
+        }
+    }
+    call(ctx, parts, stream, facts, tally).await;
+}
+
+/// Answer through the service's `call`, its body fed as it is pulled.
+async fn call<H: Service>(
+    ctx: &Ctx<H>,
+    parts: http::request::Parts,
+    stream: Stream,
+    facts: Connection,
+    tally: Option<&Tally>,
+) {
+    let head_only = parts.method == http::Method::HEAD;
+    let (mut send_half, recv_half) = stream.split();
+    let failed: Cell<Option<BodyError>> = Cell::new(None);
+    let (feed, body) = RequestBody::channel();
+    let mut feeding = pin!(async {
+        if let Err(e) = pull(ctx, feed, recv_half).await {
+            failed.set(Some(e));
+        }
+    });
+    let mut fed = false;
+    let uri = parts.uri.clone();
+    let request = Request::new(parts, body, facts);
+    let Some(call) = dispatch::start(ctx, request, Protocol::Http3) else {
+        let resp = from_static(on_error(&Refusal::HandlerPanicked));
+        let _ = send(ctx, &mut send_half, resp, head_only, tally).await;
+        return;
+    };
+    let mut call = pin!(call);
+    let called = poll_fn(|cx| {
+        if !fed && feeding.as_mut().poll(cx).is_ready() {
+            fed = true;
+        }
+        poll_caught(call.as_mut(), cx)
+    })
+    .await;
+    let resp = match called {
+        Err(()) => {
+            let target = dispatch::target_of(&uri);
+            from_static(dispatch::panicked(ctx, target.as_bytes()).response)
+        }
+        Ok(resp) => match failed.get().and_then(refusal_of) {
+            Some(refusal) => from_static(on_error(&refusal)),
+            None => resp.map(into_body),
+        },
+    };
+    // The body may still be read while the response goes out (an echo).
+    let mut sending = pin!(send(ctx, &mut send_half, resp, head_only, tally));
+    let _ = poll_fn(|cx| {
+        if !fed && feeding.as_mut().poll(cx).is_ready() {
+            fed = true;
+        }
+        sending.as_mut().poll(cx)
+    })
+    .await;
+}
+
+/// Feed a request body to its reader, one DATA frame per want.
+async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvHalf) -> Result<(), BodyError> {
+    let max = ctx.settings.max_body_bytes;
+    let timeout = ctx.settings.body_timeout;
+    let mut total: u64 = 0;
+    loop {
+        if let crate::app::body::Want::Gone = feed.want().await {
+            recv.stop_sending(h3::error::Code::H3_NO_ERROR);
+            return Ok(());
+        }
+        let next = match monoio::time::timeout(timeout, recv.recv_data()).await {
+            Ok(next) => next,
+            Err(_) => {
+                feed.fail(BodyError::TimedOut);
+                return Err(BodyError::TimedOut);
+            }
+        };
+        match next {
+            Ok(Some(mut data)) => {
+                total += data.remaining() as u64;
+                if total > max {
+                    feed.fail(BodyError::TooLarge { limit: max });
+                    return Err(BodyError::TooLarge { limit: max });
+                }
+                let chunk = data.copy_to_bytes(data.remaining());
+                if !feed.push(chunk) {
+                    return Ok(());
+                }
+            }
+            Ok(None) => {
+                let trailers = match monoio::time::timeout(timeout, recv.recv_trailers()).await {
+                    Ok(Ok(t)) => t.unwrap_or_default(),
+                    Ok(Err(_)) => {
+                        feed.fail(BodyError::Closed);
+                        return Err(BodyError::Closed);
+                    }
+                    Err(_) => {
+                        feed.fail(BodyError::TimedOut);
+                        return Err(BodyError::TimedOut);
+                    }
+                };
+                feed.finish(trailers);
+                return Ok(());
+            }
+            Err(_) => {
+                feed.fail(BodyError::Closed);
+                return Err(BodyError::Closed);
+            }
+        }
+    }
+}
+
+/// Read a body nobody wants to its end, within the rules. `Err(Some)` for
+/// one the rules refuse, `Err(None)` for a stream that failed.
+async fn discard<H>(ctx: &Ctx<H>, stream: &mut Stream) -> Result<(), Option<BodyError>> {
+    let max = ctx.settings.max_body_bytes;
+    let timeout = ctx.settings.body_timeout;
+    let mut total: u64 = 0;
+    loop {
+        match monoio::time::timeout(timeout, stream.recv_data()).await {
+            Err(_) => return Err(Some(BodyError::TimedOut)),
+            Ok(Ok(Some(data))) => {
+                total += data.remaining() as u64;
+                if total > max {
+                    return Err(Some(BodyError::TooLarge { limit: max }));
+                }
+            }
+            Ok(Ok(None)) => return Ok(()),
+            Ok(Err(_)) => return Err(None),
+        }
+    }
+}
+
+/// The answer a broken request body gets; `None` for a client that left.
+fn refusal_of(e: BodyError) -> Option<Refusal> {
+    match e {
+        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
+            length: limit.saturating_add(1),
+        })),
+        BodyError::Malformed => Some(Refusal::Unrepresentable),
+        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
+        BodyError::Closed => None,
+    }
+}
+
+/// A stream that cannot take more: the client left or reset it.
+struct Gone;
+
+/// Send `resp` on `stream` and end it.
+async fn send<H, S>(
+    ctx: &Ctx<H>,
+    stream: &mut RequestStream<S, Bytes>,
+    resp: http::Response<Body>,
+    head_only: bool,
+    tally: Option<&Tally>,
+) -> Result<(), Gone>
+where
+    S: h3::quic::SendStream<Bytes>,
+{
+    let (mut parts, body) = resp.into_parts();
+    let bodiless = fields::finish(ctx, &mut parts, head_only, body.len(), Protocol::Http3);
+    if let Some(t) = tally {
+        t.status.set(parts.status.as_u16());
+    }
+    let head = http::Response::from_parts(parts, ());
+    stream.send_response(head).await.map_err(|_| Gone)?;
+    if !bodiless {
+        match body.kind {
+            Kind::Empty => {}
+            Kind::Bytes(b) => put(stream, b, tally).await?,
+            Kind::Pieces(pieces) => Box::pin(send_pieces(stream, pieces, tally)).await?,
+            Kind::Stream(s) => Box::pin(send_stream(stream, s, tally)).await?,
+        }
+    }
+    stream.finish().await.map_err(|_| Gone)
+}
+
+/// Hand `data` over in pieces of at most [`PIECE_BYTES`].
+async fn put<S: h3::quic::SendStream<Bytes>>(
+    stream: &mut RequestStream<S, Bytes>,
+    mut data: Bytes,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    while !data.is_empty() {
+        let piece = data.split_to(data.len().min(PIECE_BYTES));
+        let n = piece.len() as u64;
+        stream.send_data(piece).await.map_err(|_| Gone)?;
+        if let Some(t) = tally {
+            t.bytes.set(t.bytes.get() + n);
+        }
+    }
+    Ok(())
+}
+
+/// The static files' pieces: in-memory parts as they are, file ranges read
+/// a piece at a time.
+async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
+    stream: &mut RequestStream<S, Bytes>,
+    pieces: Vec<Part>,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    for piece in pieces {
+        match piece {
+            Part::Bytes(b) => put(stream, b, tally).await?,
+            Part::File(range) => {
+                let (mut offset, mut left) = (range.offset, range.len);
+                while left > 0 {
+                    let want = (left as usize).min(PIECE_BYTES);
+                    let mut buf = [Vec::with_capacity(want)];
+                    match read_at_into(&range.file, offset, &mut buf) {
+                        Ok(0) | Err(_) => {
+                            tracing::warn!("file ended or failed before its range; stream reset");
+                            stream.stop_stream(h3::error::Code::from(INTERNAL_ERROR));
+                            return Err(Gone);
+                        }
+                        Ok(got) => {
+                            offset += got as u64;
+                            left -= got as u64;
+                        }
+                    }
+                    let [buf] = buf;
+                    put(stream, Bytes::from(buf), tally).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A body produced as it is sent: data in pieces, then trailers if any.
+async fn send_stream<S: h3::quic::SendStream<Bytes>>(
+    stream: &mut RequestStream<S, Bytes>,
+    mut body: std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = crate::app::BoxError>>>,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    loop {
+        match poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            None => return Ok(()),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => put(stream, data, tally).await?,
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        return stream.send_trailers(trailers).await.map_err(|_| Gone);
+                    }
+                }
+            },
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response stream failed; stream reset");
+                stream.stop_stream(h3::error::Code::from(REQUEST_CANCELLED));
+                return Err(Gone);
+            }
+        }
+    }
+}

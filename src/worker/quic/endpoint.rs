@@ -1,0 +1,438 @@
+//! A worker's QUIC endpoint: quinn-proto's `Endpoint`, its connections and
+//! their timers, and the wakers of the tasks that use them.
+//!
+//! Owns the state the driver (`super::drive`) and the HTTP/3 connection
+//! tasks (through `super::streams`) share on the worker's thread: one
+//! `RefCell`, borrowed only between awaits. A task that changes a
+//! connection (writes, reads that return credit, opens or closes a stream)
+//! marks it touched and wakes the driver, which then takes the connection's
+//! events (waking the tasks waiting on them), sends what it has to send and
+//! sets its timer. Connections are never polled in a loop: only what was
+//! touched, what received a datagram and what a timer is due for.
+//!
+//! Bounds: `--max-connections` connections per worker (past it a new one is
+//! refused with CONNECTION_REFUSED); a handshake not done within
+//! `--tls-handshake-timeout` is closed; everything else a connection may
+//! hold is quinn-proto's, bounded by the transport settings (`super::config`).
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use quinn_proto::{
+    Connection, ConnectionError, ConnectionHandle, DatagramEvent, EcnCodepoint, Endpoint, Event,
+    StreamEvent, StreamId, Transmit, VarInt,
+};
+
+use crate::telemetry::WorkerStats;
+
+/// HTTP/3's "no error" (RFC 9114 §8.1), the code of a graceful close.
+pub(crate) const H3_NO_ERROR: u32 = 0x100;
+
+/// What the driver and the connection tasks share.
+pub(crate) struct Quic {
+    inner: RefCell<Inner>,
+    /// The driver, waiting for touched connections, datagrams or a timer.
+    driver: Cell<Option<Waker>>,
+    draining: Cell<bool>,
+    stats: Arc<WorkerStats>,
+    max_connections: usize,
+    handshake_timeout: Duration,
+}
+
+struct Inner {
+    endpoint: Endpoint,
+    conns: HashMap<ConnectionHandle, Slot>,
+    /// Connections' deadlines, earliest first; an entry whose connection
+    /// has another deadline now is stale and skipped.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Connections to process, each once (`Slot::touched`).
+    touched: Vec<ConnectionHandle>,
+    /// Connections whose handshake completed, for the driver to serve.
+    connected: Vec<ConnectionHandle>,
+}
+
+/// One connection and who waits on it.
+pub(crate) struct Slot {
+    pub(crate) conn: Connection,
+    /// The deadline in `timers` for it.
+    timer: Option<Instant>,
+    /// Until the handshake is done.
+    handshake_deadline: Option<Instant>,
+    touched: bool,
+    pub(crate) wakers: Wakers,
+    /// Why it ended, once it has.
+    pub(crate) lost: Option<ConnectionError>,
+}
+
+/// The tasks waiting on a connection.
+#[derive(Default)]
+pub(crate) struct Wakers {
+    /// For a stream the client opens, by direction (`Dir as usize`).
+    pub(crate) accept: [Option<Waker>; 2],
+    /// For room to open a stream of ours, by direction.
+    pub(crate) open: [Option<Waker>; 2],
+    pub(crate) read: HashMap<StreamId, Waker>,
+    pub(crate) write: HashMap<StreamId, Waker>,
+    /// The connection's task, for a drain.
+    pub(crate) drain: Option<Waker>,
+}
+
+impl Wakers {
+    fn all(&mut self) {
+        let read = self.read.drain().map(|(_, w)| w);
+        let write = self.write.drain().map(|(_, w)| w);
+        let rest = self
+            .accept
+            .iter_mut()
+            .chain(self.open.iter_mut())
+            .chain(std::iter::once(&mut self.drain))
+            .filter_map(Option::take);
+        for w in read.chain(write).chain(rest).collect::<Vec<_>>() {
+            w.wake();
+        }
+    }
+}
+
+/// What became of a datagram: a response the endpoint made itself (a
+/// version negotiation, a retry, a refusal, a stateless reset) to send.
+pub(super) struct Response {
+    pub(super) transmit: Transmit,
+}
+
+impl Quic {
+    pub(super) fn new(
+        endpoint: Endpoint,
+        stats: Arc<WorkerStats>,
+        max_connections: usize,
+        handshake_timeout: Duration,
+    ) -> Quic {
+        Quic {
+            inner: RefCell::new(Inner {
+                endpoint,
+                conns: HashMap::new(),
+                timers: BinaryHeap::new(),
+                touched: Vec::new(),
+                connected: Vec::new(),
+            }),
+            driver: Cell::new(None),
+            draining: Cell::new(false),
+            stats,
+            max_connections,
+            handshake_timeout,
+        }
+    }
+
+    /// Open connections (handshaking, serving or closing).
+    pub(crate) fn open(&self) -> usize {
+        self.inner.borrow().conns.len()
+    }
+
+    pub(crate) fn draining(&self) -> bool {
+        self.draining.get()
+    }
+
+    /// Run `f` on connection `h`; `None` once it is gone.
+    pub(crate) fn with<R>(&self, h: ConnectionHandle, f: impl FnOnce(&mut Slot) -> R) -> Option<R> {
+        self.inner.borrow_mut().conns.get_mut(&h).map(f)
+    }
+
+    /// `h` has something to process or send: queue it and wake the driver.
+    pub(crate) fn touch(&self, h: ConnectionHandle) {
+        let mut inner = self.inner.borrow_mut();
+        if let Some(slot) = inner.conns.get_mut(&h) {
+            if !slot.touched {
+                slot.touched = true;
+                inner.touched.push(h);
+            }
+        }
+        drop(inner);
+        if let Some(w) = self.driver.take() {
+            w.wake();
+        }
+    }
+
+    /// The driver waits: wake it with `w`.
+    pub(super) fn park_driver(&self, w: &Waker) {
+        self.driver.set(Some(w.clone()));
+    }
+
+    pub(super) fn has_touched(&self) -> bool {
+        !self.inner.borrow().touched.is_empty()
+    }
+
+    /// Feed one datagram to the endpoint.
+    pub(super) fn datagram(
+        &self,
+        now: Instant,
+        remote: SocketAddr,
+        local_ip: Option<IpAddr>,
+        ecn: Option<EcnCodepoint>,
+        data: &[u8],
+        buf: &mut Vec<u8>,
+    ) -> Option<Response> {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let event = inner
+            .endpoint
+            .handle(now, remote, local_ip, ecn, BytesMut::from(data), buf)?;
+        match event {
+            DatagramEvent::ConnectionEvent(h, event) => {
+                if let Some(slot) = inner.conns.get_mut(&h) {
+                    slot.conn.handle_event(event);
+                    if !slot.touched {
+                        slot.touched = true;
+                        inner.touched.push(h);
+                    }
+                }
+                None
+            }
+            DatagramEvent::Response(transmit) => Some(Response { transmit }),
+            DatagramEvent::NewConnection(incoming) => {
+                if self.draining.get() || inner.conns.len() >= self.max_connections {
+                    WorkerStats::add(&self.stats.h3_refused, 1);
+                    let transmit = inner.endpoint.refuse(incoming, buf);
+                    return Some(Response { transmit });
+                }
+                match inner.endpoint.accept(incoming, now, buf, None) {
+                    Ok((h, conn)) => {
+                        let deadline = now + self.handshake_timeout;
+                        inner.conns.insert(
+                            h,
+                            Slot {
+                                conn,
+                                timer: None,
+                                handshake_deadline: Some(deadline),
+                                touched: true,
+                                wakers: Wakers::default(),
+                                lost: None,
+                            },
+                        );
+                        inner.timers.push(Reverse((deadline, h.0)));
+                        inner.touched.push(h);
+                        None
+                    }
+                    Err(e) => {
+                        WorkerStats::add(&self.stats.h3_refused, 1);
+                        e.response.map(|transmit| Response { transmit })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Run the timers due by `now`.
+    pub(super) fn fire_timers(&self, now: Instant) {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        while let Some(&Reverse((at, h))) = inner.timers.peek() {
+            if at > now {
+                break;
+            }
+            inner.timers.pop();
+            let h = ConnectionHandle(h);
+            let Some(slot) = inner.conns.get_mut(&h) else {
+                continue;
+            };
+            let mut due = false;
+            if slot.timer == Some(at) {
+                slot.timer = None;
+                slot.conn.handle_timeout(now);
+                due = true;
+            }
+            if slot.handshake_deadline.is_some_and(|d| d <= now) {
+                slot.handshake_deadline = None;
+                if slot.conn.is_handshaking() {
+                    WorkerStats::add(&self.stats.h3_handshake_timeouts, 1);
+                    slot.conn.close(
+                        now,
+                        VarInt::from_u32(0),
+                        bytes::Bytes::from_static(b"handshake timeout"),
+                    );
+                }
+                due = true;
+            }
+            if due && !slot.touched {
+                slot.touched = true;
+                inner.touched.push(h);
+            }
+        }
+    }
+
+    /// The next touched connection, taken off the queue.
+    pub(super) fn next_touched(&self) -> Option<ConnectionHandle> {
+        let mut inner = self.inner.borrow_mut();
+        let h = inner.touched.pop()?;
+        if let Some(slot) = inner.conns.get_mut(&h) {
+            slot.touched = false;
+        }
+        Some(h)
+    }
+
+    /// Take `h`'s events: the endpoint's (new IDs, retirements, its end)
+    /// and the application's (wake who waits). `false` once it is gone.
+    pub(super) fn process(&self, h: ConnectionHandle) -> bool {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.conns.get_mut(&h) else {
+            return false;
+        };
+        let mut drained = false;
+        while let Some(event) = slot.conn.poll_endpoint_events() {
+            drained |= event.is_drained();
+            if let Some(back) = inner.endpoint.handle_event(h, event) {
+                slot.conn.handle_event(back);
+            }
+        }
+        let mut wake: Vec<Waker> = Vec::new();
+        while let Some(event) = slot.conn.poll() {
+            match event {
+                Event::HandshakeDataReady | Event::DatagramReceived | Event::DatagramsUnblocked => {
+                }
+                Event::Connected => {
+                    slot.handshake_deadline = None;
+                    inner.connected.push(h);
+                }
+                Event::ConnectionLost { reason } => {
+                    slot.lost = Some(reason);
+                    slot.wakers.all();
+                }
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    wake.extend(slot.wakers.accept[dir as usize].take());
+                }
+                Event::Stream(StreamEvent::Available { dir }) => {
+                    wake.extend(slot.wakers.open[dir as usize].take());
+                }
+                Event::Stream(StreamEvent::Readable { id }) => {
+                    wake.extend(slot.wakers.read.remove(&id));
+                }
+                Event::Stream(
+                    StreamEvent::Writable { id }
+                    | StreamEvent::Finished { id }
+                    | StreamEvent::Stopped { id, .. },
+                ) => {
+                    wake.extend(slot.wakers.write.remove(&id));
+                }
+            }
+        }
+        if drained {
+            if let Some(mut slot) = inner.conns.remove(&h) {
+                slot.wakers.all();
+            }
+            if self.draining.get() && inner.conns.is_empty() {
+                if let Some(w) = self.driver.take() {
+                    wake.push(w);
+                }
+            }
+        }
+        for w in wake {
+            w.wake();
+        }
+        !drained
+    }
+
+    /// `h`'s next datagrams to send (a GSO batch of up to `segments`),
+    /// written into `buf`.
+    pub(super) fn poll_transmit(
+        &self,
+        h: ConnectionHandle,
+        now: Instant,
+        segments: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let mut inner = self.inner.borrow_mut();
+        let slot = inner.conns.get_mut(&h)?;
+        buf.clear();
+        slot.conn.poll_transmit(now, segments, buf)
+    }
+
+    /// Set `h`'s timer to what it now wants.
+    pub(super) fn rearm(&self, h: ConnectionHandle) {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let Some(slot) = inner.conns.get_mut(&h) else {
+            return;
+        };
+        let want = slot.conn.poll_timeout();
+        if want != slot.timer {
+            slot.timer = want;
+            if let Some(at) = want {
+                inner.timers.push(Reverse((at, h.0)));
+            }
+        }
+    }
+
+    /// The earliest deadline of any connection.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        // Stale entries at the top are dropped here, so the driver does not
+        // wake for them.
+        while let Some(&Reverse((at, h))) = inner.timers.peek() {
+            let live = inner
+                .conns
+                .get(&ConnectionHandle(h))
+                .is_some_and(|s| s.timer == Some(at) || s.handshake_deadline == Some(at));
+            if live {
+                return Some(at);
+            }
+            inner.timers.pop();
+        }
+        None
+    }
+
+    /// Connections whose handshakes completed since the last call.
+    pub(super) fn take_connected(&self) -> Vec<ConnectionHandle> {
+        std::mem::take(&mut self.inner.borrow_mut().connected)
+    }
+
+    /// Stop taking connections; tell each connection's task (it sends
+    /// GOAWAY and closes once its requests are answered).
+    pub(crate) fn drain(&self) {
+        if self.draining.replace(true) {
+            return;
+        }
+        let mut inner = self.inner.borrow_mut();
+        let mut wake: Vec<Waker> = inner
+            .conns
+            .values_mut()
+            .filter_map(|s| s.wakers.drain.take())
+            .collect();
+        wake.extend(self.driver.take());
+        drop(inner);
+        for w in wake {
+            w.wake();
+        }
+    }
+
+    /// Close every connection now (the drain's deadline); how many were open.
+    pub(crate) fn cut_all(&self) -> usize {
+        let now = Instant::now();
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let mut n = 0;
+        for (&h, slot) in inner.conns.iter_mut() {
+            if slot.lost.is_none() {
+                n += 1;
+                slot.conn.close(
+                    now,
+                    VarInt::from_u32(H3_NO_ERROR),
+                    bytes::Bytes::from_static(b"server shutting down"),
+                );
+            }
+            if !slot.touched {
+                slot.touched = true;
+                inner.touched.push(h);
+            }
+        }
+        if let Some(w) = self.driver.take() {
+            w.wake();
+        }
+        n
+    }
+}

@@ -1,0 +1,321 @@
+//! A worker's QUIC endpoint: HTTP/3's transport on the worker's own thread
+//! and monoio loop, one UDP socket per worker in its port's `SO_REUSEPORT`
+//! group, driven by quinn-proto.
+//!
+//! Owns: the endpoint's settings ([`Http3Conn`], its transport and TLS
+//! configuration: [`config`]), the driver task ([`drive`]) that reads
+//! datagrams, runs timers and sends what connections have to send, the
+//! shared state of the endpoint and its connections (`endpoint`), the
+//! socket's I/O (`udp`), and the `h3` crate's view of a connection
+//! (`streams`). Does not own HTTP/3 itself (`conn::h3` serves a connection
+//! it is handed), the sockets' creation and steering (`net`, `quic`).
+//!
+//! Flow:
+//! 1. The worker starts [`drive`] for each UDP socket with a function that
+//!    serves a connection once its handshake completes (`conn::h3::serve`,
+//!    spawned as a task of its own).
+//! 2. The driver reads every datagram there is (`recvmmsg`, GRO trains cut
+//!    into their datagrams) into the endpoint; a new connection is accepted
+//!    unless the worker is at `--max-connections` or draining.
+//! 3. It runs the timers that are due, then takes each touched
+//!    connection's events (waking the tasks that wait on them) and sends
+//!    its datagrams, GSO batches, a few batches per connection per turn.
+//! 4. It waits for the socket, the next timer, or a task touching a
+//!    connection. At a drain it refuses new connections and returns once
+//!    the last one has closed.
+//!
+//! A datagram whose connection ID names another worker (the steering
+//! program is not attached, or it was sent to an earlier generation's
+//! worker) is counted (`servery_quic_misrouted_total`) and then given to
+//! the endpoint, which drops it: no connection here has the ID.
+
+mod endpoint;
+mod streams;
+mod udp;
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
+use socket2::Socket;
+
+use crate::config::http3::Switch;
+use crate::quic::cid::{Owner, WorkerCids};
+use crate::quic::steer::{self, Route};
+use crate::telemetry::WorkerStats;
+pub(crate) use endpoint::{Quic, H3_NO_ERROR};
+pub(crate) use streams::Conn;
+use udp::{RecvBufs, Udp};
+
+/// What every HTTP/3 connection of a worker applies: the settings marked
+/// `h3` in `config/raw.rs`'s table, by name (as `h2::Http2Conn`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Http3Conn {
+    /// `--h3`.
+    pub switch: Switch,
+    /// `--h3-max-streams`.
+    pub max_streams: usize,
+    /// `--h3-idle-timeout`.
+    pub idle_timeout: Duration,
+    /// `--h3-stream-window-bytes`.
+    pub stream_window_bytes: usize,
+    /// `--h3-connection-window-bytes`.
+    pub connection_window_bytes: usize,
+    /// `--alt-svc-max-age`.
+    pub alt_svc_max_age: Duration,
+}
+
+impl Http3Conn {
+    pub fn on(&self) -> bool {
+        self.switch == Switch::On
+    }
+}
+
+/// Unidirectional streams a client may open: HTTP/3's control stream, the
+/// two QPACK streams, and room for the reserved ("grease") streams clients
+/// send to keep the extension point open (RFC 9114 §6.2.3).
+const UNI_STREAMS: u32 = 8;
+/// GSO batches one connection sends per turn before the others get theirs.
+const BATCHES_PER_TURN: usize = 4;
+/// `recvmmsg` calls per turn before timers and sends get theirs.
+const RECV_ROUNDS: usize = 16;
+
+/// Why the endpoint could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the TLS configuration cannot do QUIC: {0}")]
+    Tls(String),
+    #[error("worker slot {0} is past the 256 a UDP port can steer to")]
+    Slot(usize),
+    #[error("--h3-idle-timeout: {0}")]
+    IdleTimeout(String),
+}
+
+/// The endpoint's configuration for worker `slot` of `generation`: IDs
+/// that name it, our transport limits, and `tls` with ALPN `h3` and TLS
+/// 1.3 (QUIC's), its certificates, SNI and tickets shared with the TCP
+/// listeners.
+pub(crate) fn config(
+    slot: usize,
+    generation: u64,
+    settings: &Http3Conn,
+    output_buffer_bytes: usize,
+    tls: &rustls::ServerConfig,
+) -> Result<(EndpointConfig, ServerConfig), Error> {
+    WorkerCids::new(slot, generation).ok_or(Error::Slot(slot))?;
+    let mut endpoint = EndpointConfig::default();
+    endpoint.cid_generator(move || {
+        Box::new(WorkerCids::new(slot, generation).expect("the slot was checked"))
+    });
+
+    let mut t = TransportConfig::default();
+    let streams = u32::try_from(settings.max_streams).unwrap_or(u32::MAX);
+    t.max_concurrent_bidi_streams(VarInt::from_u32(streams));
+    t.max_concurrent_uni_streams(VarInt::from_u32(UNI_STREAMS));
+    let idle = IdleTimeout::try_from(settings.idle_timeout)
+        .map_err(|e| Error::IdleTimeout(e.to_string()))?;
+    t.max_idle_timeout(Some(idle));
+    let window = |n: usize| VarInt::from_u64(n as u64).unwrap_or(VarInt::MAX);
+    t.stream_receive_window(window(settings.stream_window_bytes));
+    t.receive_window(window(settings.connection_window_bytes));
+    // Response bytes a connection holds unacknowledged: its share of the
+    // output budget, as over TCP (`--output-buffer-bytes`).
+    t.send_window(output_buffer_bytes as u64);
+    t.datagram_receive_buffer_size(None);
+
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    // 0-RTT is off: a replayed request is the server's problem (RFC 9001
+    // §9.2), and nothing here decides which requests are safe to replay.
+    tls.max_early_data_size = 0;
+    tls.enable_secret_extraction = false;
+    let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    let mut server = ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(t));
+    Ok((endpoint, server))
+}
+
+/// Make worker `slot`'s endpoint.
+pub(crate) fn endpoint(
+    endpoint: EndpointConfig,
+    server: ServerConfig,
+    stats: Arc<WorkerStats>,
+    max_connections: usize,
+    handshake_timeout: Duration,
+) -> Rc<Quic> {
+    let e = quinn_proto::Endpoint::new(Arc::new(endpoint), Some(Arc::new(server)), true, None);
+    Rc::new(Quic::new(e, stats, max_connections, handshake_timeout))
+}
+
+/// Take a UDP socket for the driver.
+pub(crate) fn socket(s: Socket) -> io::Result<UdpHandle> {
+    Udp::new(s).map(UdpHandle)
+}
+
+/// A UDP socket ready for [`drive`].
+pub(crate) struct UdpHandle(Udp);
+
+/// Run the endpoint on `socket` until it has drained: `serve` is given each
+/// connection whose handshake completed.
+pub(crate) async fn drive(
+    quic: Rc<Quic>,
+    socket: UdpHandle,
+    owner: Owner,
+    stats: Arc<WorkerStats>,
+    serve: impl Fn(Conn),
+) {
+    let udp = socket.0;
+    let mut bufs = RecvBufs::new();
+    let mut out: Vec<u8> = Vec::new();
+    let mut readable: Option<Pin<Box<dyn Future<Output = io::Result<()>> + '_>>> = None;
+    tracing::debug!(addr = %udp.local(), "QUIC endpoint running");
+    loop {
+        let now = Instant::now();
+        receive(&quic, &udp, &mut bufs, &mut out, now, owner, &stats);
+        quic.fire_timers(now);
+        loop {
+            let connected = quic.take_connected();
+            for h in &connected {
+                WorkerStats::add(&stats.h3_connections, 1);
+                serve(Conn::new(quic.clone(), *h));
+            }
+            if !send_touched(&quic, &udp, &mut out).await && connected.is_empty() {
+                break;
+            }
+        }
+        stats
+            .h3_open
+            .store(quic.open() as u64, std::sync::atomic::Ordering::Relaxed);
+        if quic.draining() && quic.open() == 0 {
+            tracing::debug!(addr = %udp.local(), "QUIC endpoint drained");
+            return;
+        }
+        let deadline = quic.next_deadline();
+        let mut sleep = deadline.map(|d| {
+            Box::pin(monoio::time::sleep_until(monoio::time::Instant::from_std(
+                d,
+            )))
+        });
+        poll_fn(|cx| {
+            if quic.has_touched() || (quic.draining() && quic.open() == 0) {
+                return Poll::Ready(());
+            }
+            quic.park_driver(cx.waker());
+            let r = readable.get_or_insert_with(|| Box::pin(udp.readable()));
+            if r.as_mut().poll(cx).is_ready() {
+                readable = None;
+                return Poll::Ready(());
+            }
+            match sleep.as_mut().map(|s| s.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(()),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+    }
+}
+
+/// Read and hand over what the socket holds, a bounded number of batches.
+fn receive(
+    quic: &Quic,
+    udp: &Udp,
+    bufs: &mut RecvBufs,
+    out: &mut Vec<u8>,
+    now: Instant,
+    owner: Owner,
+    stats: &WorkerStats,
+) {
+    for _ in 0..RECV_ROUNDS {
+        let n = match udp.recv(bufs) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "QUIC receive failed");
+                return;
+            }
+        };
+        for i in 0..n {
+            let meta = bufs.meta[i];
+            let ecn = meta
+                .ecn
+                .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+            for datagram in bufs.datagrams(i).chunks(meta.stride.max(1)) {
+                if let Route::Owner(o) = steer::route(datagram) {
+                    if o != owner {
+                        WorkerStats::add(&stats.quic_misrouted, 1);
+                    }
+                }
+                if let Some(r) = quic.datagram(now, meta.addr, meta.dst_ip, ecn, datagram, out) {
+                    // The endpoint's own answers (a refusal, a version
+                    // negotiation, a stateless reset) are not retried: a
+                    // client whose packet they answer sends it again.
+                    let t = r.transmit;
+                    let _ = udp.send(
+                        t.destination,
+                        &out[..t.size],
+                        t.segment_size,
+                        udp_ecn(t.ecn),
+                        t.src_ip,
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn udp_ecn(e: Option<quinn_proto::EcnCodepoint>) -> Option<quinn_udp::EcnCodepoint> {
+    e.and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8))
+}
+
+/// Take each touched connection's events and send its datagrams; whether
+/// any connection was touched.
+async fn send_touched(quic: &Quic, udp: &Udp, out: &mut Vec<u8>) -> bool {
+    let mut any = false;
+    let now = Instant::now();
+    let segments = udp.max_segments().max(1);
+    while let Some(h) = quic.next_touched() {
+        any = true;
+        if !quic.process(h) {
+            continue;
+        }
+        let mut batches = 0;
+        while let Some(t) = quic.poll_transmit(h, now, segments, out) {
+            loop {
+                match udp.send(
+                    t.destination,
+                    &out[..t.size],
+                    t.segment_size,
+                    udp_ecn(t.ecn),
+                    t.src_ip,
+                ) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if udp.writable().await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "QUIC send failed");
+                        break;
+                    }
+                }
+            }
+            batches += 1;
+            if batches == BATCHES_PER_TURN {
+                quic.touch(h);
+                break;
+            }
+        }
+        // Sending set the loss and pacing timers; a close may have ended it.
+        if quic.process(h) {
+            quic.rearm(h);
+        }
+    }
+    any
+}
