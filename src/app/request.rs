@@ -28,6 +28,8 @@ pub struct Connection {
     pub id: u64,
     /// Whether the connection is TLS, and what ALPN chose on it.
     pub tls: Option<Tls>,
+    /// The server's port the client connected to (the listener's).
+    pub local_port: Option<u16>,
 }
 
 /// A TLS connection's negotiated facts.

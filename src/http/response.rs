@@ -337,7 +337,8 @@ pub enum Delimit {
 
 /// Append the complete head of a service's response: status line, `Server`
 /// unless the service set its own, its fields (less those the connection
-/// owns), the framing `delimit` says, `Date`, `Connection`, blank line.
+/// owns), the framing `delimit` says, `Date`, the connection's `extra`
+/// lines, `Connection`, blank line.
 pub fn write_service_head(
     out: &mut impl BufMut,
     status: http::StatusCode,
@@ -345,6 +346,7 @@ pub fn write_service_head(
     delimit: Delimit,
     date: &[u8],
     persistence: Persistence,
+    extra: &[u8],
 ) {
     write_status_line(
         out,
@@ -360,7 +362,7 @@ pub fn write_service_head(
         }
     }
     write_delimit(out, delimit);
-    write_tail(out, date, persistence);
+    write_tail(out, date, persistence, extra);
 }
 
 /// The end of a chunk's data (RFC 9112 §7.1).
@@ -388,20 +390,30 @@ pub fn last_chunk_with_trailers(trailers: &http::HeaderMap) -> Bytes {
 }
 
 /// Append the complete head of `resp` (ending in the blank line) to `out`
-/// (a `Vec<u8>`, or the connection's `BytesMut` head buffer).
-pub fn write_head(out: &mut impl BufMut, resp: &Response, date: &[u8], persistence: Persistence) {
+/// (a `Vec<u8>`, or the connection's `BytesMut` head buffer); `extra` is
+/// the connection's own field lines, each ending in CRLF (`Alt-Svc` on a
+/// TLS connection where HTTP/3 is served), or empty.
+pub fn write_head(
+    out: &mut impl BufMut,
+    resp: &Response,
+    date: &[u8],
+    persistence: Persistence,
+    extra: &[u8],
+) {
     match &resp.fields {
         Fields::List(fields) => write_fields(out, resp.status, fields, resp.body.len()),
         Fields::Prebuilt(head) => out.put_slice(head.block()),
     }
-    write_tail(out, date, persistence);
+    write_tail(out, date, persistence, extra);
 }
 
-/// `Date`, `Connection` as `persistence` says, and the blank line.
-fn write_tail(out: &mut impl BufMut, date: &[u8], persistence: Persistence) {
+/// `Date`, the connection's `extra` lines, `Connection` as `persistence`
+/// says, and the blank line.
+fn write_tail(out: &mut impl BufMut, date: &[u8], persistence: Persistence, extra: &[u8]) {
     out.put_slice(b"Date: ");
     out.put_slice(date);
     out.put_slice(b"\r\n");
+    out.put_slice(extra);
     match persistence {
         Persistence::Default => {}
         Persistence::KeepAlive => out.put_slice(b"Connection: keep-alive\r\n"),
@@ -420,7 +432,7 @@ mod tests {
     fn head_has_length_server_and_date() {
         let r = Response::text(Status::NOT_FOUND, "nope\n");
         let mut out = Vec::new();
-        write_head(&mut out, &r, DATE, Persistence::Close);
+        write_head(&mut out, &r, DATE, Persistence::Close, b"");
         let s = String::from_utf8(out).unwrap();
         assert!(s.starts_with("HTTP/1.1 404 Not Found\r\nServer: servery\r\n"));
         assert!(s.contains("Content-Length: 5\r\n"));
@@ -432,7 +444,7 @@ mod tests {
     fn not_modified_has_no_content_length() {
         let r = Response::new(Status::NOT_MODIFIED, Body::Empty);
         let mut out = Vec::new();
-        write_head(&mut out, &r, DATE, Persistence::Default);
+        write_head(&mut out, &r, DATE, Persistence::Default, b"");
         assert!(!String::from_utf8(out).unwrap().contains("Content-Length"));
     }
 
@@ -450,6 +462,7 @@ mod tests {
             Delimit::Chunked,
             DATE,
             Persistence::Default,
+            b"",
         );
         let s = String::from_utf8(out).unwrap();
         assert!(
@@ -474,6 +487,7 @@ mod tests {
             Delimit::Length(0),
             DATE,
             Persistence::Close,
+            b"Alt-Svc: h3=\":443\"; ma=60\r\n",
         );
         let s = String::from_utf8(out).unwrap();
         assert!(
@@ -481,6 +495,10 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("Content-Length: 0\r\n"));
+        assert!(
+            s.ends_with("GMT\r\nAlt-Svc: h3=\":443\"; ma=60\r\nConnection: close\r\n\r\n"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -504,7 +522,7 @@ mod tests {
             .header("X-Added", "1");
             let head = |r: &Response| {
                 let mut out = Vec::new();
-                write_head(&mut out, r, DATE, Persistence::Default);
+                write_head(&mut out, r, DATE, Persistence::Default, b"");
                 String::from_utf8(out).unwrap()
             };
             assert_eq!(head(&prebuilt), head(&listed));
@@ -541,7 +559,7 @@ mod tests {
             body: Body::Bytes(Bytes::from_static(b"abc")),
         };
         let mut out = Vec::new();
-        write_head(&mut out, &r, DATE, Persistence::KeepAlive);
+        write_head(&mut out, &r, DATE, Persistence::KeepAlive, b"");
         assert!(out.starts_with(block.block()));
         assert!(out.ends_with(b"Connection: keep-alive\r\n\r\n"));
     }

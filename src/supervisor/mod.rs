@@ -97,6 +97,9 @@ pub struct Ready {
     pub h2c: crate::config::http2::H2c,
     /// Who seals TLS records on this kernel (with a TLS listener).
     pub ktls: Option<Ktls>,
+    /// HTTP/3's UDP ports, and whether datagrams are steered to their
+    /// connection's worker there.
+    h3: Option<(Vec<u16>, bool)>,
 }
 
 /// What `--ktls` came to on this kernel, said once at start.
@@ -197,6 +200,13 @@ impl std::fmt::Display for Ready {
         }
         if let Some(k) = &self.ktls {
             write!(f, ", {k}")?;
+        }
+        if let Some((ports, steered)) = &self.h3 {
+            let ports: Vec<String> = ports.iter().map(|p| format!("udp :{p}")).collect();
+            write!(f, ", h3 on {}", ports.join(" "))?;
+            if !steered {
+                write!(f, " (not steered: see servery_quic_misrouted_total)")?;
+            }
         }
         Ok(())
     }
@@ -359,6 +369,10 @@ impl<F: ServiceFactory> Server<F> {
                         .as_ref()
                         .is_some_and(|l| l.tls.iter().any(|&t| t))
                         .then(|| Ktls::probe(config.conn.ktls)),
+                    h3: l
+                        .as_ref()
+                        .filter(|l| !l.udp_addrs.is_empty())
+                        .map(|l| (l.udp_addrs.iter().map(|a| a.port()).collect(), l.steered)),
                 };
                 drop(l);
                 match &ready.ktls {

@@ -121,7 +121,7 @@ fn answer(mut conn: TcpStream, phase: &PhaseCell, stats: &[Arc<WorkerStats>]) ->
         }
     };
     let mut out = Vec::with_capacity(256);
-    write_head(&mut out, &resp, &date_now(), Persistence::Close);
+    write_head(&mut out, &resp, &date_now(), Persistence::Close, b"");
     if let (Body::Bytes(body), false) = (&resp.body, method == b"HEAD") {
         out.extend_from_slice(body);
     }

@@ -38,6 +38,7 @@ pub(super) async fn accept_loop<H: Service>(
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let max = ctx.settings.max_connections.get();
+    let port = listener.local_addr().ok().map(|a| a.port());
     while !ctx.draining.get() {
         if ctx.registry.len() >= max {
             // At the cap, leave new connections queued in the kernel (as
@@ -50,7 +51,7 @@ pub(super) async fn accept_loop<H: Service>(
         }
         match listener.cancelable_accept(cancel.clone()).await {
             Ok((stream, peer)) => {
-                if !admit(stream, Some(peer), &ctx, &tls).await {
+                if !admit(stream, Some(peer), &ctx, &tls, port).await {
                     break;
                 }
             }
@@ -61,7 +62,7 @@ pub(super) async fn accept_loop<H: Service>(
             Err(e) => accept_error(e).await,
         }
     }
-    sweep_queue(&listener, &ctx, &tls).await;
+    sweep_queue(&listener, &ctx, &tls, port).await;
     accepting.set(accepting.get() - 1);
     ctx.registry.wake_closed();
     drop(listener);
@@ -75,6 +76,7 @@ async fn admit<H: Service>(
     peer: Option<std::net::SocketAddr>,
     ctx: &Rc<Ctx<H>>,
     tls: &Option<Arc<rustls::ServerConfig>>,
+    port: Option<u16>,
 ) -> bool {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY failed; closing");
@@ -104,6 +106,7 @@ async fn admit<H: Service>(
         worker: ctx.index,
         id,
         tls: None,
+        local_port: port,
     };
     match tls {
         Some(config) => {
@@ -132,6 +135,7 @@ async fn sweep_queue<H: Service>(
     listener: &monoio::net::TcpListener,
     ctx: &Rc<Ctx<H>>,
     tls: &Option<Arc<rustls::ServerConfig>>,
+    port: Option<u16>,
 ) {
     loop {
         let fd =
@@ -158,7 +162,7 @@ async fn sweep_queue<H: Service>(
             Ok(stream) => {
                 // Draining: without budget it is closed rather than held.
                 let peer = stream.peer_addr().ok();
-                admit(stream, peer, ctx, tls).await;
+                admit(stream, peer, ctx, tls, port).await;
             }
             Err(e) => tracing::debug!(error = %e, "swept connection not adopted"),
         }

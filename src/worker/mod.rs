@@ -215,6 +215,16 @@ async fn lifecycle<F: ServiceFactory>(
             .map_err(|e| format!("cannot listen: {e}"))?;
         listeners.push(l);
     }
+    let h3 = init.settings.http3;
+    let alt_svc = if h3.on() && init.tls.is_some() {
+        init.udp
+            .iter()
+            .filter_map(|s| s.local_addr().ok()?.as_socket())
+            .map(|a| conn::AltSvc::new(a.port(), h3.alt_svc_max_age))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let ctx = Rc::new(Ctx {
         service,
         index: init.index,
@@ -239,6 +249,7 @@ async fn lifecycle<F: ServiceFactory>(
         )),
         ktls_missing: Cell::new(false),
         handshakes: conn::HandshakeBudget::new(init.settings.tls_handshake_buffer_bytes),
+        alt_svc,
     });
     let canceller = Canceller::new();
     let accepting = Rc::new(Cell::new(listeners.len()));
@@ -397,14 +408,15 @@ fn start_quic<H: crate::app::Service>(
             tls,
         )
         .map_err(|e| format!("HTTP/3: {e}"))?;
+        let socket = quic::socket(socket).map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
         let q = quic::endpoint(
             endpoint,
             server,
             ctx.stats.clone(),
             settings.max_connections.get(),
             settings.tls_handshake_timeout,
+            socket.port(),
         );
-        let socket = quic::socket(socket).map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
         accepting.set(accepting.get() + 1);
         let (ctx, accepting, quic) = (ctx.clone(), accepting.clone(), q.clone());
         monoio::spawn(async move {

@@ -52,4 +52,52 @@ pub(crate) struct Ctx<H> {
     /// What handshakes hold beyond their pooled buffers
     /// (`--tls-handshake-buffer-bytes`).
     pub handshakes: super::transport::HandshakeBudget,
+    /// The `Alt-Svc` of each port this worker serves HTTP/3 on.
+    pub alt_svc: Vec<AltSvc>,
+}
+
+/// How a TLS listener's responses advertise HTTP/3 on the same port (RFC
+/// 7838): `h3=":PORT"; ma=SECONDS`, as an HTTP/1.1 field line and as an
+/// HTTP/2 field value, made once per worker.
+pub(crate) struct AltSvc {
+    port: u16,
+    line: Vec<u8>,
+    value: http::HeaderValue,
+}
+
+impl AltSvc {
+    pub(crate) fn new(port: u16, max_age: std::time::Duration) -> AltSvc {
+        let value = format!("h3=\":{port}\"; ma={}", max_age.as_secs());
+        AltSvc {
+            port,
+            line: format!("Alt-Svc: {value}\r\n").into_bytes(),
+            value: http::HeaderValue::try_from(value).expect("digits and quotes are a field value"),
+        }
+    }
+}
+
+impl<H> Ctx<H> {
+    /// The `Alt-Svc` a connection's responses carry: on a TLS connection
+    /// to a port with HTTP/3, none otherwise (HTTP/3 itself included).
+    fn alt_svc_of(&self, facts: &crate::app::Connection) -> Option<&AltSvc> {
+        let tls = facts.tls?;
+        if tls.alpn == Some(crate::app::Alpn::H3) {
+            return None;
+        }
+        let port = facts.local_port?;
+        self.alt_svc.iter().find(|a| a.port == port)
+    }
+
+    /// As an HTTP/1.1 field line (empty for none).
+    pub(crate) fn alt_svc_line(&self, facts: &crate::app::Connection) -> &[u8] {
+        self.alt_svc_of(facts).map_or(&[], |a| &a.line)
+    }
+
+    /// As an HTTP/2 field value.
+    pub(crate) fn alt_svc_value(
+        &self,
+        facts: &crate::app::Connection,
+    ) -> Option<&http::HeaderValue> {
+        self.alt_svc_of(facts).map(|a| &a.value)
+    }
 }

@@ -24,8 +24,23 @@ pub(super) fn finish<H>(
     head_only: bool,
     len: Option<u64>,
     protocol: Protocol,
+    alt_svc: Option<&HeaderValue>,
 ) -> bool {
     finish::remove_connection_specific(&mut parts.headers);
+    // A static head's map holds an empty `alt-svc` in its place (`heads`),
+    // so setting it does not grow a cloned map; without one it goes.
+    match (alt_svc, parts.headers.get(header::ALT_SVC)) {
+        (Some(v), None) => {
+            parts.headers.insert(header::ALT_SVC, v.clone());
+        }
+        (Some(v), Some(had)) if had.is_empty() => {
+            parts.headers.insert(header::ALT_SVC, v.clone());
+        }
+        (None, Some(had)) if had.is_empty() => {
+            parts.headers.remove(header::ALT_SVC);
+        }
+        _ => {}
+    }
     let status = parts.status;
     let no_content = status.is_informational()
         || status == http::StatusCode::NO_CONTENT

@@ -32,8 +32,8 @@ pub(super) fn response(resp: crate::http::Response) -> http::Response<Body> {
 /// adding one to a cloned map reallocates it (its capacity is its length),
 /// which cost ~670 instructions per added field.
 fn with_connection_fields(mut headers: http::HeaderMap, block: &Bytes) -> http::HeaderMap {
-    use http::header::{HeaderValue, CONTENT_LENGTH, DATE, SERVER};
-    headers.reserve(3);
+    use http::header::{HeaderValue, ALT_SVC, CONTENT_LENGTH, DATE, SERVER};
+    headers.reserve(4);
     if !headers.contains_key(SERVER) {
         headers.insert(
             SERVER,
@@ -41,6 +41,10 @@ fn with_connection_fields(mut headers: http::HeaderMap, block: &Bytes) -> http::
         );
     }
     headers.insert(DATE, HeaderValue::from_static(""));
+    // Filled or removed per connection (`fields::finish`).
+    if !headers.contains_key(ALT_SVC) {
+        headers.insert(ALT_SVC, HeaderValue::from_static(""));
+    }
     let length = block.split(|&b| b == b'\n').find_map(|line| {
         let (name, value) = line.split_at(line.iter().position(|&b| b == b':')?);
         name.eq_ignore_ascii_case(b"content-length")

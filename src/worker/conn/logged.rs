@@ -339,6 +339,7 @@ mod tests {
             worker: 0,
             id: 0,
             tls: None,
+            local_port: None,
         }
     }
 

@@ -58,7 +58,7 @@ mod settings;
 mod transport;
 
 pub(crate) use budget::WorkerBudget;
-pub(crate) use ctx::Ctx;
+pub(crate) use ctx::{AltSvc, Ctx};
 pub use h2::{H2c, Http2Conn};
 pub use settings::ConnSettings;
 pub(crate) use transport::HandshakeBudget;

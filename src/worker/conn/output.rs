@@ -129,9 +129,10 @@ impl Output {
         resp: &Response,
         date: &[u8],
         persistence: Persistence,
+        extra: &[u8],
         include_body: bool,
     ) -> u64 {
-        self.push_head(heads, |out| write_head(out, resp, date, persistence));
+        self.push_head(heads, |out| write_head(out, resp, date, persistence, extra));
         let body_at = self.pushed;
         if !include_body {
             return body_at;
@@ -477,6 +478,7 @@ mod tests {
             &cached(1000),
             DATE,
             Persistence::KeepAlive,
+            b"",
             true,
         );
         assert!(worker.held() > 1000, "{}", worker.held());
@@ -508,6 +510,7 @@ mod tests {
             &resp,
             DATE,
             Persistence::Default,
+            b"",
             true,
         );
         let Chunk::Mem(queued) = &out.queue[1] else {
@@ -524,6 +527,7 @@ mod tests {
             &cached(10),
             DATE,
             Persistence::Default,
+            b"",
             false,
         );
         assert_eq!(out.queue.len(), 1);
@@ -539,6 +543,7 @@ mod tests {
                 &cached(16 * 1024),
                 DATE,
                 Persistence::Default,
+                b"",
                 true,
             );
             n += 1;
@@ -551,6 +556,7 @@ mod tests {
                 &Response::new(Status::NOT_MODIFIED, Body::Empty),
                 DATE,
                 Persistence::Default,
+                b"",
                 true,
             );
         }
@@ -561,8 +567,22 @@ mod tests {
     fn heads_of_a_batch_share_one_arena_chunk() {
         let mut arena = BytesMut::new();
         let mut out = output();
-        out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
-        out.push(&mut arena, &cached(1), DATE, Persistence::Default, true);
+        out.push(
+            &mut arena,
+            &cached(1),
+            DATE,
+            Persistence::Default,
+            b"",
+            true,
+        );
+        out.push(
+            &mut arena,
+            &cached(1),
+            DATE,
+            Persistence::Default,
+            b"",
+            true,
+        );
         let (Chunk::Mem(a), Chunk::Mem(b)) = (&out.queue[0], &out.queue[2]) else {
             unreachable!()
         };

@@ -43,6 +43,8 @@ pub(crate) struct Quic {
     stats: Arc<WorkerStats>,
     max_connections: usize,
     handshake_timeout: Duration,
+    /// The UDP port.
+    port: u16,
 }
 
 struct Inner {
@@ -111,6 +113,7 @@ impl Quic {
         stats: Arc<WorkerStats>,
         max_connections: usize,
         handshake_timeout: Duration,
+        port: u16,
     ) -> Quic {
         Quic {
             inner: RefCell::new(Inner {
@@ -125,7 +128,12 @@ impl Quic {
             stats,
             max_connections,
             handshake_timeout,
+            port,
         }
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
     }
 
     /// Open connections (handshaking, serving or closing).

@@ -148,9 +148,16 @@ pub(crate) fn endpoint(
     stats: Arc<WorkerStats>,
     max_connections: usize,
     handshake_timeout: Duration,
+    port: u16,
 ) -> Rc<Quic> {
     let e = quinn_proto::Endpoint::new(Arc::new(endpoint), Some(Arc::new(server)), true, None);
-    Rc::new(Quic::new(e, stats, max_connections, handshake_timeout))
+    Rc::new(Quic::new(
+        e,
+        stats,
+        max_connections,
+        handshake_timeout,
+        port,
+    ))
 }
 
 /// Take a UDP socket for the driver.
@@ -160,6 +167,12 @@ pub(crate) fn socket(s: Socket) -> io::Result<UdpHandle> {
 
 /// A UDP socket ready for [`drive`].
 pub(crate) struct UdpHandle(Udp);
+
+impl UdpHandle {
+    pub(crate) fn port(&self) -> u16 {
+        self.0.local().port()
+    }
+}
 
 /// Run the endpoint on `socket` until it has drained: `serve` is given each
 /// connection whose handshake completed.

@@ -39,6 +39,11 @@ impl Conn {
         self.quic.with(self.handle, |s| s.conn.remote_address())
     }
 
+    /// Our port the client sent to.
+    pub(crate) fn local_port(&self) -> Option<u16> {
+        Some(self.quic.port())
+    }
+
     /// The name the client sent (SNI) in its handshake.
     pub(crate) fn server_name(&self) -> Option<String> {
         self.quic

@@ -356,8 +356,9 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             let mut heads = ctx.heads.borrow_mut();
             let date = date.now();
             let persist = *persist;
+            let extra = ctx.alt_svc_line(&self.facts);
             self.output.push_head(&mut heads, |out| {
-                write_service_head(out, status, &parts.headers, delimit, date, persist)
+                write_service_head(out, status, &parts.headers, delimit, date, persist, extra)
             });
         }
         if ctx.log.is_some() {

@@ -289,7 +289,15 @@ impl<H: Service, S: Transport> Conn<'_, H, S> {
             self.pending.open_unread(self.head_started);
         }
         let resp = on_error(refusal);
-        let body_at = push(self.ctx, &mut self.output, &resp, Persistence::Close, true);
+        let extra = self.ctx.alt_svc_line(&self.facts);
+        let body_at = push(
+            self.ctx,
+            &mut self.output,
+            &resp,
+            Persistence::Close,
+            extra,
+            true,
+        );
         if log {
             self.pending.answered(resp.status.code(), body_at);
             self.pending.queued(self.output.pushed());
@@ -473,7 +481,15 @@ fn queue_answer<H>(
         let site = ctx.sites.request_name(head.host, sni);
         q.pending.open(head, q.started, site);
     }
-    let body_at = push(ctx, q.output, &answer.response, persistence, include_body);
+    let extra = ctx.alt_svc_line(&q.facts);
+    let body_at = push(
+        ctx,
+        q.output,
+        &answer.response,
+        persistence,
+        extra,
+        include_body,
+    );
     if log {
         q.pending.answered(answer.response.status.code(), body_at);
         q.pending.queued(q.output.pushed());
@@ -488,10 +504,18 @@ fn push<H>(
     output: &mut Output,
     resp: &Response,
     persistence: Persistence,
+    extra: &[u8],
     include_body: bool,
 ) -> u64 {
     ctx.stats.response(Protocol::Http1, resp.status.code());
     let mut date: RefMut<'_, DateCache> = ctx.date.borrow_mut();
     let mut heads = ctx.heads.borrow_mut();
-    output.push(&mut heads, resp, date.now(), persistence, include_body)
+    output.push(
+        &mut heads,
+        resp,
+        date.now(),
+        persistence,
+        extra,
+        include_body,
+    )
 }

@@ -193,7 +193,7 @@ pub(crate) async fn serve<H, T>(
         }
     };
 
-    let shared = stream::Shared::new(outbox.clone());
+    let shared = stream::Shared::new(outbox.clone(), ctx.alt_svc_value(&facts).cloned());
     let mut streams = FuturesUnordered::new();
     // Until its first stream a connection has the header timeout, as an
     // HTTP/1.1 one has for its first request; then the keep-alive timeout.

@@ -34,6 +34,7 @@ use super::super::budget::{Ticket, SLICE_BYTES};
 use super::super::fields;
 use super::super::Ctx;
 use super::outbox::Outbox;
+use super::stream::Shared;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
 use crate::http::error::Refusal;
@@ -303,7 +304,7 @@ impl Drop for Out<'_> {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn send<H>(
     ctx: &Ctx<H>,
-    outbox: &Outbox,
+    shared: &Shared,
     respond: &mut SendResponse<Bytes>,
     resp: http::Response<Body>,
     head_only: bool,
@@ -313,7 +314,9 @@ pub(super) async fn send<H>(
 ) -> Result<(), Gone> {
     let (mut parts, body) = resp.into_parts();
     let len = body.len();
-    let bodiless = fields::finish(ctx, &mut parts, head_only, len, Protocol::Http2);
+    let alt_svc = shared.alt_svc.as_ref();
+    let bodiless = fields::finish(ctx, &mut parts, head_only, len, Protocol::Http2, alt_svc);
+    let outbox = &*shared.outbox;
     let status = parts.status;
     if let Some(t) = tally {
         t.status.set(status.as_u16());

@@ -57,12 +57,15 @@ pub(super) struct Shared {
     /// The connection should end: gracefully (`NO_ERROR`, after a panic)
     /// or at once (`ENHANCE_YOUR_CALM`, too many resets).
     pub(super) goaway: Cell<Option<Reason>>,
+    /// The connection's `Alt-Svc` (a TLS connection where HTTP/3 is on).
+    pub(super) alt_svc: Option<http::HeaderValue>,
 }
 
 impl Shared {
-    pub(super) fn new(outbox: Rc<Outbox>) -> Shared {
+    pub(super) fn new(outbox: Rc<Outbox>, alt_svc: Option<http::HeaderValue>) -> Shared {
         Shared {
             outbox,
+            alt_svc,
             resets: Cell::new(None),
             goaway: Cell::new(None),
         }
@@ -215,7 +218,7 @@ async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse<Bytes
             let resp = heads::response(response);
             send(
                 ctx,
-                outbox,
+                shared,
                 &mut respond,
                 resp,
                 head_only,
@@ -259,17 +262,7 @@ async fn refuse<H>(
     tally: Option<&Tally>,
 ) {
     let resp = from_static(on_error(refusal));
-    let _ = send(
-        ctx,
-        &shared.outbox,
-        respond,
-        resp,
-        head_only,
-        None,
-        tally,
-        None,
-    )
-    .await;
+    let _ = send(ctx, shared, respond, resp, head_only, None, tally, None).await;
 }
 
 /// Answer one stream through the service's `call`, its body fed as the
@@ -352,7 +345,7 @@ async fn call<H: Service>(
     // The body may still be read while the response streams (an echo).
     let sending = send(
         ctx,
-        &shared.outbox,
+        shared,
         &mut respond,
         resp,
         head_only,

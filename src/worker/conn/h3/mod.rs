@@ -45,6 +45,7 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
             resumed: false,
             site,
         }),
+        local_port: conn.local_port(),
     };
     let watch = Rc::new(conn.watch());
     let limits = &ctx.settings.limits;

@@ -288,7 +288,14 @@ where
     S: h3::quic::SendStream<Bytes>,
 {
     let (mut parts, body) = resp.into_parts();
-    let bodiless = fields::finish(ctx, &mut parts, head_only, body.len(), Protocol::Http3);
+    let bodiless = fields::finish(
+        ctx,
+        &mut parts,
+        head_only,
+        body.len(),
+        Protocol::Http3,
+        None,
+    );
     if let Some(t) = tally {
         t.status.set(parts.status.as_u16());
     }
