@@ -52,6 +52,10 @@ pub enum Control {
     Abort,
     /// Stop accepting and finish open connections.
     Drain,
+    /// A newer generation serves this worker's sockets (sent before
+    /// `Drain` at a reload): stop reading the UDP ones, whose datagrams the
+    /// newer worker hands over.
+    Handover,
     /// Drain deadline passed: cut every open connection.
     Force,
     /// Health beat: answer with a report carrying the same number. Answered

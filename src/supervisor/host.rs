@@ -44,6 +44,8 @@ pub(crate) struct Resources<F> {
     /// The access log its worker threads share (`None` without a log, and
     /// in process isolation, where each worker process opens its own).
     pub access_log: Option<crate::access_log::Setup>,
+    /// Its workers' inboxes for QUIC datagrams (with HTTP/3 on).
+    pub mail: Option<Arc<super::mail::Mail>>,
 }
 
 impl<F> Plan for Resources<F> {
@@ -110,6 +112,8 @@ pub(crate) struct Live<F> {
     pub identity: Identity,
     /// The server's one ACME manager.
     pub acme: super::acme::Ordering,
+    /// Which generations' inboxes a new worker may send to.
+    pub office: super::mail::Office,
 }
 
 impl<F> Drop for Live<F> {
@@ -190,12 +194,21 @@ impl<F> Live<F> {
                 setup
             }
         };
+        let mail = if listeners.udp.is_empty() {
+            None
+        } else {
+            Some(
+                super::mail::Mail::new(config.workers.get())
+                    .map_err(|source| Error::Spawn { worker: 0, source })?,
+            )
+        };
         Ok(Resources {
             config,
             factory,
             listeners: Some(listeners),
             tls,
             access_log,
+            mail,
         })
     }
 
@@ -225,9 +238,20 @@ impl<F: ServiceFactory> Host for Live<F> {
             worker: slot,
             source: std::io::Error::other("listeners already closed"),
         })?;
+        let delivery =
+            match &plan.mail {
+                Some(mail) => Some(self.office.deliver(mail, generation, slot).map_err(
+                    |source| Error::Spawn {
+                        worker: slot,
+                        source,
+                    },
+                )?),
+                None => None,
+            };
         let s = Spawn {
             generation,
             slot,
+            delivery,
             config: &plan.config,
             sockets: &listeners.per_worker[slot],
             udp: listeners.udp.get(slot).map_or(&[][..], Vec::as_slice),

@@ -39,6 +39,8 @@ pub(crate) struct Spawn<'a, F> {
     pub sockets: &'a [Socket],
     /// The worker's UDP sockets for HTTP/3 (none when it is off).
     pub udp: &'a [Socket],
+    /// Its inbox for QUIC datagrams and those it may send to.
+    pub delivery: Option<super::mail::Delivery>,
     pub factory: &'a Arc<F>,
     pub stats: &'a Arc<WorkerStats>,
     pub budget: Option<&'a Arc<SharedCounter>>,
@@ -82,10 +84,16 @@ impl Member {
             .iter()
             .map(Socket::try_clone)
             .collect::<io::Result<Vec<_>>>()?;
+        let (inbox, post) = match s.delivery {
+            Some(d) => (Some(d.inbox), d.post),
+            None => (None, Vec::new()),
+        };
         let init = worker::Init {
             index: s.slot,
             generation: s.generation,
             udp,
+            inbox,
+            post,
             cpu: s.config.cpus.as_ref().map(|c| c[s.slot]),
             sockets,
             driver: s.config.driver,
@@ -173,13 +181,27 @@ impl Member {
             config: s.config.raw.clone(),
             listeners: s.sockets.len(),
             udp: s.udp.len(),
+            inbox: s.delivery.is_some(),
+            post: s
+                .delivery
+                .iter()
+                .flat_map(|d| d.post.iter().map(|(o, _)| (o.slot, o.generation)))
+                .collect(),
             budget: s.budget.is_some(),
             tls_flags: s.tls_flags.to_vec(),
             tls: s.tls.map(|t| (t.identities.clone(), t.secret.clone())),
             acme: crate::sites::published::global().updates(),
         };
-        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> =
-            s.sockets.iter().chain(s.udp).map(AsFd::as_fd).collect();
+        let mail = s.delivery.iter().flat_map(|d| {
+            std::iter::once(d.inbox.as_fd()).chain(d.post.iter().map(|(_, p)| p.as_fd()))
+        });
+        let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s
+            .sockets
+            .iter()
+            .chain(s.udp)
+            .map(AsFd::as_fd)
+            .chain(mail)
+            .collect();
         if let Some(b) = s.budget {
             fds.push(b.fd());
         }

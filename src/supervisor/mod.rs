@@ -46,6 +46,7 @@ mod generation;
 mod host;
 mod journal;
 mod machine;
+mod mail;
 mod member;
 pub mod process_worker;
 pub(crate) mod protocol;
@@ -336,6 +337,7 @@ impl<F: ServiceFactory> Server<F> {
             reloader: self.reloader,
             identity: Default::default(),
             acme: acme::Ordering::new(),
+            office: Default::default(),
         };
         let plan = host.resources(config.clone(), listeners.clone(), self.factory)?;
         let mut machine = Machine::start(host, plan, started, Journal::default());

@@ -41,7 +41,11 @@ where
     let ToWorker::Init(init) = first else {
         return Err("first control message was not Init".into());
     };
-    let expected = init.listeners + init.udp + usize::from(init.budget);
+    let expected = init.listeners
+        + init.udp
+        + usize::from(init.inbox)
+        + init.post.len()
+        + usize::from(init.budget);
     if fds.len() != expected {
         return Err(format!(
             "Init carried {} fds, expected {expected}",
@@ -56,8 +60,23 @@ where
     } else {
         None
     };
-    let mut sockets: Vec<socket2::Socket> = fds.into_iter().map(socket2::Socket::from).collect();
-    let udp = sockets.split_off(init.listeners);
+    let mut rest = fds.split_off(init.listeners);
+    let mut mail = rest.split_off(init.udp);
+    let sockets: Vec<socket2::Socket> = fds.into_iter().map(socket2::Socket::from).collect();
+    let udp: Vec<socket2::Socket> = rest.into_iter().map(socket2::Socket::from).collect();
+    let post_fds = mail.split_off(usize::from(init.inbox));
+    let inbox = mail.pop().map(std::os::unix::net::UnixDatagram::from);
+    let post = init
+        .post
+        .iter()
+        .zip(post_fds)
+        .map(|(&(slot, generation), fd)| {
+            (
+                crate::quic::cid::Owner { slot, generation },
+                std::os::unix::net::UnixDatagram::from(fd),
+            )
+        })
+        .collect();
     let config = init
         .config
         .clone()
@@ -172,6 +191,8 @@ where
         cpu: init.cpu,
         sockets,
         udp,
+        inbox,
+        post,
         driver: config.driver,
         settings,
         factory: Arc::new(factory),

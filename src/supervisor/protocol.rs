@@ -39,6 +39,12 @@ pub struct Init {
     /// How many UDP sockets for HTTP/3 follow them.
     #[serde(default)]
     pub udp: usize,
+    /// Whether the worker's QUIC inbox follows them, then the inboxes it
+    /// may send to, labelled (slot, generation) in fd order.
+    #[serde(default)]
+    pub inbox: bool,
+    #[serde(default)]
+    pub post: Vec<(u8, u8)>,
     /// Whether the budget memfd is attached (last in the fd list).
     pub budget: bool,
     /// Which listeners are TLS (same order as the fds).

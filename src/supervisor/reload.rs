@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use super::generation::Stage;
 use super::machine::{Gen, Host, Machine, Notice};
+use super::types::Worker as _;
 use super::Phase;
 use crate::config::Config;
 use crate::control::Driver;
@@ -45,6 +46,11 @@ impl<H: Host> Machine<H> {
         match self.current.replace(g) {
             None => self.started = Some(driver),
             Some(mut old) => {
+                // The new generation reads the shared UDP sockets from now
+                // on and hands the old one its connections' datagrams.
+                for i in old.live() {
+                    old.slots[i].member.send(crate::control::Control::Handover);
+                }
                 old.drain(now, &mut self.journal);
                 self.old.push(old);
                 tracing::info!(

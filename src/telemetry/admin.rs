@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 25] = [
+    let series: [Series; 27] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -225,8 +225,20 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         (
             "servery_quic_misrouted_total",
             "counter",
-            "Datagrams read by a worker whose connection IDs name another worker (the steering program was not attached, or a slot changed).",
+            "Datagrams read by a worker whose connection IDs name another worker of its generation (no steering program), handed to it.",
             |s| WorkerStats::get(&s.quic_misrouted),
+        ),
+        (
+            "servery_quic_handed_total",
+            "counter",
+            "Datagrams of an older generation's connections handed to it (a reload).",
+            |s| WorkerStats::get(&s.quic_handed),
+        ),
+        (
+            "servery_quic_lost_total",
+            "counter",
+            "Datagrams handed to no worker: their owner is gone or its inbox was full.",
+            |s| WorkerStats::get(&s.quic_lost),
         ),
         (
             "servery_handler_panics_total",

@@ -107,8 +107,12 @@ pub struct WorkerStats {
     pub h3_handshake_timeouts: AtomicU64,
     /// HTTP/3 request streams accepted.
     pub h3_streams: AtomicU64,
-    /// Datagrams read by a worker whose connection IDs name another worker (the steering program was not attached, or a slot changed).
+    /// Datagrams read by a worker whose connection IDs name another worker of its generation (the steering program is not attached), handed to it.
     pub quic_misrouted: AtomicU64,
+    /// Datagrams of an older generation's connections handed to it (a reload).
+    pub quic_handed: AtomicU64,
+    /// Datagrams handed to no worker: their owner is gone or its inbox was full.
+    pub quic_lost: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -358,6 +362,10 @@ pub struct Snapshot {
     pub h3_streams: u64,
     #[serde(default)]
     pub quic_misrouted: u64,
+    #[serde(default)]
+    pub quic_handed: u64,
+    #[serde(default)]
+    pub quic_lost: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -418,6 +426,8 @@ impl Snapshot {
             h3_handshake_timeouts: WorkerStats::get(&stats.h3_handshake_timeouts),
             h3_streams: WorkerStats::get(&stats.h3_streams),
             quic_misrouted: WorkerStats::get(&stats.quic_misrouted),
+            quic_handed: WorkerStats::get(&stats.quic_handed),
+            quic_lost: WorkerStats::get(&stats.quic_lost),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -461,6 +471,8 @@ impl Snapshot {
         self.h3_handshake_timeouts += other.h3_handshake_timeouts;
         self.h3_streams += other.h3_streams;
         self.quic_misrouted += other.quic_misrouted;
+        self.quic_handed += other.quic_handed;
+        self.quic_lost += other.quic_lost;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -517,6 +529,8 @@ impl Snapshot {
             .store(self.h3_handshake_timeouts, Relaxed);
         stats.h3_streams.store(self.h3_streams, Relaxed);
         stats.quic_misrouted.store(self.quic_misrouted, Relaxed);
+        stats.quic_handed.store(self.quic_handed, Relaxed);
+        stats.quic_lost.store(self.quic_lost, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

@@ -69,6 +69,11 @@ pub(crate) struct Init<F> {
     /// The worker's UDP sockets for HTTP/3, one per TLS listener's port
     /// (each in its port's group, at this worker's slot).
     pub udp: Vec<Socket>,
+    /// Where other workers hand this one the datagrams of its QUIC
+    /// connections, and the inboxes of the workers it may hand datagrams to
+    /// (its generation's and older ones', by the owner their IDs name).
+    pub inbox: Option<std::os::unix::net::UnixDatagram>,
+    pub post: Vec<(crate::quic::cid::Owner, std::os::unix::net::UnixDatagram)>,
     /// The TLS configuration for those listeners.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// How names find sites: what a TLS connection's SNI chose.
@@ -268,8 +273,12 @@ async fn lifecycle<F: ServiceFactory>(
     }
     let endpoints = start_quic(
         &ctx,
-        init.udp,
-        init.generation,
+        Quic {
+            udp: init.udp,
+            generation: init.generation,
+            inbox: init.inbox,
+            post: init.post,
+        },
         init.tls.as_deref(),
         &accepting,
     )?;
@@ -356,6 +365,12 @@ async fn lifecycle<F: ServiceFactory>(
                 false
             }
             Some(Ok(Control::Drain)) | Some(Ok(Control::Abort)) => true,
+            Some(Ok(Control::Handover)) => {
+                for q in &endpoints {
+                    q.hand_over();
+                }
+                false
+            }
             Some(Err(_)) => {
                 tracing::warn!(worker = init.index, "supervisor gone; draining");
                 supervisor_gone = true;
@@ -381,12 +396,20 @@ async fn lifecycle<F: ServiceFactory>(
     Ok(cut)
 }
 
-/// Start the worker's QUIC endpoints, one per UDP socket, when HTTP/3 is
-/// on: each counts in `accepting` until it has drained.
-fn start_quic<H: crate::app::Service>(
-    ctx: &Rc<Ctx<H>>,
+/// What a worker's QUIC endpoints start from.
+struct Quic {
     udp: Vec<Socket>,
     generation: u64,
+    inbox: Option<std::os::unix::net::UnixDatagram>,
+    post: Vec<(crate::quic::cid::Owner, std::os::unix::net::UnixDatagram)>,
+}
+
+/// Start the worker's QUIC endpoints, one per UDP socket, when HTTP/3 is
+/// on: each counts in `accepting` until it has drained. One task reads the
+/// worker's inbox for all of them.
+fn start_quic<H: crate::app::Service>(
+    ctx: &Rc<Ctx<H>>,
+    q: Quic,
     tls: Option<&rustls::ServerConfig>,
     accepting: &Rc<Cell<usize>>,
 ) -> Result<Vec<Rc<quic::Quic>>, String> {
@@ -394,6 +417,13 @@ fn start_quic<H: crate::app::Service>(
     let (Some(tls), true) = (tls, settings.http3.on()) else {
         return Ok(Vec::new());
     };
+    let Quic {
+        udp,
+        generation,
+        inbox,
+        post,
+    } = q;
+    let post = Rc::new(quic::Post::new(post).map_err(|e| format!("HTTP/3: the post: {e}"))?);
     let owner = crate::quic::cid::Owner {
         slot: ctx.index as u8,
         generation: generation as u8,
@@ -418,10 +448,11 @@ fn start_quic<H: crate::app::Service>(
             socket.port(),
         );
         accepting.set(accepting.get() + 1);
-        let (ctx, accepting, quic) = (ctx.clone(), accepting.clone(), q.clone());
+        let (ctx, accepting, quic, post) =
+            (ctx.clone(), accepting.clone(), q.clone(), post.clone());
         monoio::spawn(async move {
             let serving = ctx.clone();
-            quic::drive(quic, socket, owner, ctx.stats.clone(), move |conn| {
+            quic::drive(quic, socket, owner, ctx.stats.clone(), post, move |conn| {
                 monoio::spawn(conn::serve_h3(serving.clone(), conn));
             })
             .await;
@@ -429,6 +460,14 @@ fn start_quic<H: crate::app::Service>(
             ctx.registry.wake_closed();
         });
         endpoints.push(q);
+    }
+    if let Some(inbox) = inbox {
+        let inbox = quic::Inbox::new(inbox).map_err(|e| format!("HTTP/3: the inbox: {e}"))?;
+        monoio::spawn(quic::read_inbox(
+            inbox,
+            endpoints.clone(),
+            ctx.stats.clone(),
+        ));
     }
     Ok(endpoints)
 }

@@ -40,6 +40,9 @@ pub(crate) struct Quic {
     /// The driver, waiting for touched connections, datagrams or a timer.
     driver: Cell<Option<Waker>>,
     draining: Cell<bool>,
+    /// A newer generation reads this endpoint's socket now; its datagrams
+    /// come through the inbox (`forward`).
+    handed_over: Cell<bool>,
     stats: Arc<WorkerStats>,
     max_connections: usize,
     handshake_timeout: Duration,
@@ -125,6 +128,7 @@ impl Quic {
             }),
             driver: Cell::new(None),
             draining: Cell::new(false),
+            handed_over: Cell::new(false),
             stats,
             max_connections,
             handshake_timeout,
@@ -143,6 +147,23 @@ impl Quic {
 
     pub(crate) fn draining(&self) -> bool {
         self.draining.get()
+    }
+
+    pub(crate) fn handed_over(&self) -> bool {
+        self.handed_over.get()
+    }
+
+    /// A newer generation has taken the socket: stop reading it.
+    pub(crate) fn hand_over(&self) {
+        self.handed_over.set(true);
+        self.wake();
+    }
+
+    /// Wake the driver (datagrams were fed to the endpoint from elsewhere).
+    pub(crate) fn wake(&self) {
+        if let Some(w) = self.driver.take() {
+            w.wake();
+        }
     }
 
     /// Run `f` on connection `h`; `None` once it is gone.

@@ -24,12 +24,16 @@
 //!    connection. At a drain it refuses new connections and returns once
 //!    the last one has closed.
 //!
-//! A datagram whose connection ID names another worker (the steering
-//! program is not attached, or it was sent to an earlier generation's
-//! worker) is counted (`servery_quic_misrouted_total`) and then given to
-//! the endpoint, which drops it: no connection here has the ID.
+//! A datagram whose connection ID names another worker is handed to that
+//! worker's inbox (`forward`): one of this generation when the steering
+//! program is not attached (counted, `servery_quic_misrouted_total`), one
+//! of an older generation during a reload (`servery_quic_handed_total`).
+//! One whose owner is gone is dropped, counted (`servery_quic_lost_total`).
+//! At a reload the old worker is told (`Control::Handover`) and stops
+//! reading the socket; what it still needs comes through its inbox.
 
 mod endpoint;
+mod forward;
 mod streams;
 mod udp;
 
@@ -49,6 +53,7 @@ use crate::quic::cid::{Owner, WorkerCids};
 use crate::quic::steer::{self, Route};
 use crate::telemetry::WorkerStats;
 pub(crate) use endpoint::{Quic, H3_NO_ERROR};
+pub(crate) use forward::{Inbox, Post};
 pub(crate) use streams::Conn;
 use udp::{RecvBufs, Udp};
 
@@ -181,16 +186,27 @@ pub(crate) async fn drive(
     socket: UdpHandle,
     owner: Owner,
     stats: Arc<WorkerStats>,
+    post: Rc<Post>,
     serve: impl Fn(Conn),
 ) {
     let udp = socket.0;
     let mut bufs = RecvBufs::new();
     let mut out: Vec<u8> = Vec::new();
+    let mut wire: Vec<u8> = Vec::new();
     let mut readable: Option<Pin<Box<dyn Future<Output = io::Result<()>> + '_>>> = None;
     tracing::debug!(addr = %udp.local(), "QUIC endpoint running");
+    let mut here = Here {
+        quic: &quic,
+        udp: &udp,
+        owner,
+        stats: &stats,
+        post: &post,
+    };
     loop {
         let now = Instant::now();
-        receive(&quic, &udp, &mut bufs, &mut out, now, owner, &stats);
+        if !quic.handed_over() {
+            here.receive(&mut bufs, &mut out, &mut wire, now);
+        }
         quic.fire_timers(now);
         loop {
             let connected = quic.take_connected();
@@ -215,15 +231,20 @@ pub(crate) async fn drive(
                 d,
             )))
         });
+        if quic.handed_over() {
+            readable = None;
+        }
         poll_fn(|cx| {
             if quic.has_touched() || (quic.draining() && quic.open() == 0) {
                 return Poll::Ready(());
             }
             quic.park_driver(cx.waker());
-            let r = readable.get_or_insert_with(|| Box::pin(udp.readable()));
-            if r.as_mut().poll(cx).is_ready() {
-                readable = None;
-                return Poll::Ready(());
+            if !quic.handed_over() {
+                let r = readable.get_or_insert_with(|| Box::pin(udp.readable()));
+                if r.as_mut().poll(cx).is_ready() {
+                    readable = None;
+                    return Poll::Ready(());
+                }
             }
             match sleep.as_mut().map(|s| s.as_mut().poll(cx)) {
                 Some(Poll::Ready(())) => Poll::Ready(()),
@@ -234,50 +255,142 @@ pub(crate) async fn drive(
     }
 }
 
-/// Read and hand over what the socket holds, a bounded number of batches.
-fn receive(
-    quic: &Quic,
-    udp: &Udp,
-    bufs: &mut RecvBufs,
-    out: &mut Vec<u8>,
-    now: Instant,
+/// What the driver's receiving needs: whose it is and where to hand
+/// datagrams that are another worker's.
+struct Here<'a> {
+    quic: &'a Quic,
+    udp: &'a Udp,
     owner: Owner,
-    stats: &WorkerStats,
-) {
-    for _ in 0..RECV_ROUNDS {
-        let n = match udp.recv(bufs) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Err(e) => {
-                tracing::debug!(error = %e, "QUIC receive failed");
-                return;
-            }
-        };
-        for i in 0..n {
-            let meta = bufs.meta[i];
-            let ecn = meta
-                .ecn
-                .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-            for datagram in bufs.datagrams(i).chunks(meta.stride.max(1)) {
-                if let Route::Owner(o) = steer::route(datagram) {
-                    if o != owner {
-                        WorkerStats::add(&stats.quic_misrouted, 1);
+    stats: &'a WorkerStats,
+    post: &'a Post,
+}
+
+impl Here<'_> {
+    /// Read and take in (or hand over) what the socket holds, a bounded
+    /// number of batches.
+    fn receive(
+        &mut self,
+        bufs: &mut RecvBufs,
+        out: &mut Vec<u8>,
+        wire: &mut Vec<u8>,
+        now: Instant,
+    ) {
+        for _ in 0..RECV_ROUNDS {
+            let n = match self.udp.recv(bufs) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "QUIC receive failed");
+                    return;
+                }
+            };
+            for i in 0..n {
+                let meta = bufs.meta[i];
+                for datagram in bufs.datagrams(i).chunks(meta.stride.max(1)) {
+                    if let Route::Owner(o) = steer::route(datagram) {
+                        if o != self.owner {
+                            let handed = forward::Handed {
+                                remote: meta.addr,
+                                port: self.udp.local().port(),
+                                local_ip: meta.dst_ip,
+                                ecn: meta.ecn.map(|e| e as u8),
+                                data: datagram,
+                            };
+                            self.hand(o, &handed, wire);
+                            continue;
+                        }
                     }
-                }
-                if let Some(r) = quic.datagram(now, meta.addr, meta.dst_ip, ecn, datagram, out) {
-                    // The endpoint's own answers (a refusal, a version
-                    // negotiation, a stateless reset) are not retried: a
-                    // client whose packet they answer sends it again.
-                    let t = r.transmit;
-                    let _ = udp.send(
-                        t.destination,
-                        &out[..t.size],
-                        t.segment_size,
-                        udp_ecn(t.ecn),
-                        t.src_ip,
-                    );
+                    let ecn = meta
+                        .ecn
+                        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                    self.take(now, meta.addr, meta.dst_ip, ecn, datagram, out);
                 }
             }
+        }
+    }
+
+    /// Give one datagram to the endpoint, and send what it answers itself.
+    fn take(
+        &self,
+        now: Instant,
+        remote: std::net::SocketAddr,
+        local_ip: Option<std::net::IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        datagram: &[u8],
+        out: &mut Vec<u8>,
+    ) {
+        if let Some(r) = self
+            .quic
+            .datagram(now, remote, local_ip, ecn, datagram, out)
+        {
+            // The endpoint's own answers (a refusal, a version negotiation,
+            // a stateless reset) are not retried: a client whose packet
+            // they answer sends it again.
+            let t = r.transmit;
+            let _ = self.udp.send(
+                t.destination,
+                &out[..t.size],
+                t.segment_size,
+                udp_ecn(t.ecn),
+                t.src_ip,
+            );
+        }
+    }
+
+    /// Hand a datagram to the worker its connection ID names.
+    fn hand(&self, to: Owner, handed: &forward::Handed<'_>, wire: &mut Vec<u8>) {
+        forward::encode(wire, handed);
+        let counter = if to.generation == self.owner.generation {
+            &self.stats.quic_misrouted
+        } else {
+            &self.stats.quic_handed
+        };
+        if self.post.send(to, wire) {
+            WorkerStats::add(counter, 1);
+        } else {
+            WorkerStats::add(&self.stats.quic_lost, 1);
+        }
+    }
+}
+
+/// Read the worker's inbox for as long as the worker runs: each handed
+/// datagram goes to the endpoint of the port it was sent to.
+pub(crate) async fn read_inbox(inbox: Inbox, endpoints: Vec<Rc<Quic>>, stats: Arc<WorkerStats>) {
+    let mut buf = vec![0u8; forward::WIRE_BYTES];
+    let mut out = Vec::new();
+    loop {
+        if inbox.readable().await.is_err() {
+            return;
+        }
+        let now = Instant::now();
+        let mut fed: Vec<&Rc<Quic>> = Vec::new();
+        for _ in 0..64 {
+            let wire = match inbox.recv(&mut buf) {
+                Ok(w) => w,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "QUIC inbox read failed");
+                    return;
+                }
+            };
+            let Some(h) = forward::decode(wire) else {
+                WorkerStats::add(&stats.quic_lost, 1);
+                continue;
+            };
+            let Some(q) = endpoints.iter().find(|q| q.port() == h.port) else {
+                WorkerStats::add(&stats.quic_lost, 1);
+                continue;
+            };
+            let ecn = h.ecn.and_then(quinn_proto::EcnCodepoint::from_bits);
+            // A stateless answer to a handed datagram is not sent: the
+            // connection it names is not here.
+            let _ = q.datagram(now, h.remote, h.local_ip, ecn, h.data, &mut out);
+            if !fed.iter().any(|f| Rc::ptr_eq(f, q)) {
+                fed.push(q);
+            }
+        }
+        for q in fed {
+            q.wake();
         }
     }
 }
