@@ -14,8 +14,7 @@
 //! 100 Mbit/s path at a 20 ms round trip and a connection four of them, and
 //! a day for `Alt-Svc` (the value Caddy and Cloudflare send).
 
-use crate::choice::choice;
-pub use crate::worker::Http3Conn;
+pub use crate::worker::{H3Switch as Switch, Http3Conn};
 
 /// HTTP/3 is on wherever a TLS listener is.
 pub const DEFAULT_H3: Switch = Switch::On;
@@ -40,13 +39,3 @@ pub(crate) const STREAM_WINDOW_BYTES: std::ops::RangeInclusive<usize> =
 /// `--h3-connection-window-bytes`: up to 64 MiB.
 pub(crate) const CONNECTION_WINDOW_BYTES: std::ops::RangeInclusive<usize> =
     64 * 1024..=64 * 1024 * 1024;
-
-choice! {
-    /// Whether HTTP/3 is served (`--h3`).
-    pub enum Switch {
-        /// On the UDP port of every TLS listener.
-        On = "on",
-        /// Not at all: no UDP socket is opened and no `Alt-Svc` is sent.
-        Off = "off",
-    }
-}

@@ -190,6 +190,11 @@ impl ListenerPlan {
                 sockets.push(s);
             }
             let first = &self.udp[0][self.udp[0].len() - 1];
+            if crate::worker::fault::quic_unsteered() {
+                tracing::warn!(%addr, "injected: QUIC steering not attached (SERVERY_TEST_FAULT)");
+                self.steered = false;
+                continue;
+            }
             if let Err(e) = crate::quic::steer::attach(std::os::fd::AsFd::as_fd(first)) {
                 tracing::warn!(
                     %addr,

@@ -13,7 +13,9 @@
 //! `ignore-drain=WORKER`, `hang-after-ready=WORKER`, `panic-on=TARGET`
 //! (every worker's handler call panics for requests to exactly TARGET), or
 //! `delay-acme=MILLIS` (every worker process sleeps before applying an
-//! ACME update from its supervisor).
+//! ACME update from its supervisor), or `unsteered-quic=1` (the QUIC
+//! steering program is not attached, so datagrams land on any worker's
+//! socket and are handed to their owners).
 
 use std::time::Duration;
 
@@ -57,6 +59,11 @@ pub fn panic_target() -> Option<Box<str>> {
 /// configured.
 pub fn acme_delay() -> Option<Duration> {
     acme_delay_in(&spec()?)
+}
+
+/// Whether the QUIC steering program is left unattached.
+pub fn quic_unsteered() -> bool {
+    spec().is_some_and(|s| s.split(';').any(|item| item.trim() == "unsteered-quic=1"))
 }
 
 fn acme_delay_in(spec: &str) -> Option<Duration> {

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
 use socket2::Socket;
 
-use crate::config::http3::Switch;
+use crate::choice::choice;
 use crate::quic::cid::{Owner, WorkerCids};
 use crate::quic::steer::{self, Route};
 use crate::telemetry::WorkerStats;
@@ -56,6 +56,16 @@ pub(crate) use endpoint::{Quic, H3_NO_ERROR};
 pub(crate) use forward::{Inbox, Post};
 pub(crate) use streams::Conn;
 use udp::{RecvBufs, Udp};
+
+choice! {
+    /// Whether HTTP/3 is served (`--h3`).
+    pub enum Switch {
+        /// On the UDP port of every TLS listener.
+        On = "on",
+        /// Not at all: no UDP socket is opened and no `Alt-Svc` is sent.
+        Off = "off",
+    }
+}
 
 /// What every HTTP/3 connection of a worker applies: the settings marked
 /// `h3` in `config/raw.rs`'s table, by name (as `h2::Http2Conn`).

@@ -34,7 +34,6 @@ use super::super::budget::{Ticket, SLICE_BYTES};
 use super::super::fields;
 use super::super::Ctx;
 use super::outbox::Outbox;
-use super::stream::Shared;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
 use crate::http::error::Refusal;
@@ -295,7 +294,8 @@ impl Drop for Out<'_> {
     }
 }
 
-/// Send `resp` on the stream. `failed` is the request body's state while it
+/// Send `resp` on the stream, through the connection's outbox, with its
+/// `Alt-Svc` if any. `failed` is the request body's state while it
 /// may still be read: a body that breaks the rules mid-response resets the
 /// stream (its head is gone; the status cannot change).
 ///
@@ -304,7 +304,7 @@ impl Drop for Out<'_> {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn send<H>(
     ctx: &Ctx<H>,
-    shared: &Shared,
+    (outbox, alt_svc): (&Outbox, Option<&http::HeaderValue>),
     respond: &mut SendResponse<Bytes>,
     resp: http::Response<Body>,
     head_only: bool,
@@ -314,9 +314,7 @@ pub(super) async fn send<H>(
 ) -> Result<(), Gone> {
     let (mut parts, body) = resp.into_parts();
     let len = body.len();
-    let alt_svc = shared.alt_svc.as_ref();
     let bodiless = fields::finish(ctx, &mut parts, head_only, len, Protocol::Http2, alt_svc);
-    let outbox = &*shared.outbox;
     let status = parts.status;
     if let Some(t) = tally {
         t.status.set(status.as_u16());

@@ -86,6 +86,11 @@ impl Shared {
         }
     }
 
+    /// Where a stream's response goes: the outbox, with the `Alt-Svc`.
+    fn out(&self) -> (&Outbox, Option<&http::HeaderValue>) {
+        (&self.outbox, self.alt_svc.as_ref())
+    }
+
     fn end_gracefully(&self) {
         if self.goaway.get().is_none() {
             self.goaway.set(Some(Reason::NO_ERROR));
@@ -218,7 +223,7 @@ async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse<Bytes
             let resp = heads::response(response);
             send(
                 ctx,
-                shared,
+                shared.out(),
                 &mut respond,
                 resp,
                 head_only,
@@ -262,7 +267,17 @@ async fn refuse<H>(
     tally: Option<&Tally>,
 ) {
     let resp = from_static(on_error(refusal));
-    let _ = send(ctx, shared, respond, resp, head_only, None, tally, None).await;
+    let _ = send(
+        ctx,
+        shared.out(),
+        respond,
+        resp,
+        head_only,
+        None,
+        tally,
+        None,
+    )
+    .await;
 }
 
 /// Answer one stream through the service's `call`, its body fed as the
@@ -345,7 +360,7 @@ async fn call<H: Service>(
     // The body may still be read while the response streams (an echo).
     let sending = send(
         ctx,
-        shared,
+        shared.out(),
         &mut respond,
         resp,
         head_only,
