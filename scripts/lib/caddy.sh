@@ -43,7 +43,8 @@
 #          same port (`protocols h1 h2c`; Caddy >= 2.6)
 #   h2     TLS; ALPN picks h2 (or http/1.1); needs CERT and KEY (PEM files)
 #   h3     h2, and HTTP/3 (QUIC) on the same port number over UDP; Caddy
-#          then also sends Alt-Svc on every answer over TCP
+#          then also sends Alt-Svc on every answer over TCP (servery-load
+#          matrix's h3-* scenarios, which load the UDP port)
 caddy_site() {
 	local port=$1 protocol=$2 cert=${3:-} key=${4:-}
 	case $protocol in

@@ -42,18 +42,21 @@ pub struct MatrixArgs {
     pub warmup: Option<Duration>,
     /// Scenarios, comma-separated [default: static-1k, static-64k, static-8m,
     /// static-churn-1k, static-range-64k, static-not-modified, app-1k, app-json, app-post-4k,
-    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, gzip-64k-js; also
-    /// static-1k-pipelined and app-1k-pipelined, 8 requests in flight per connection, when
-    /// named or in --preset scaling]. Each is measured on the servers that can serve it:
-    /// app-json and app-post-4k on servery and axum-tokio, gzip-64k-js on servery and nginx,
-    /// the others on servery, nginx, h2o and caddy. The h2-* scenarios are their HTTP/1.1
-    /// twins over HTTP/2, loaded by h2load (skipped, with a note, when h2load or curl is not
-    /// installed).
+    /// h2-static-1k, h2-static-64k, h2-static-8m, h2-app-1k, h3-static-1k, h3-static-64k,
+    /// h3-static-8m, gzip-64k-js; also static-1k-pipelined and app-1k-pipelined, 8 requests
+    /// in flight per connection, when named or in --preset scaling]. Each is measured on the
+    /// servers that can serve it: app-json and app-post-4k on servery and axum-tokio,
+    /// gzip-64k-js on servery and nginx, h3-* on servery and caddy (nginx and h2o as Debian
+    /// packages them have no HTTP/3), the others on servery, nginx, h2o and caddy. The h2-*
+    /// scenarios are their HTTP/1.1 twins over HTTP/2, loaded by h2load (skipped, with a note,
+    /// when h2load or curl is not installed); the h3-* ones are over HTTP/3 (QUIC), loaded by
+    /// this program's own HTTP/3 engine (what `servery-load --h3` runs).
     #[arg(long, value_delimiter = ',', value_parser = parse::scenario, value_name = "LIST")]
     pub scenarios: Vec<Scenario>,
     /// Servers, comma-separated [default: servery-thread, servery-process, nginx, h2o, caddy,
     /// axum-tokio]. axum-tokio is one thread, so it runs in 1-worker points only. caddy runs
-    /// over TLS or h2c in the h2-* scenarios, HTTP/3 off.
+    /// over TLS or h2c in the h2-* scenarios, HTTP/3 off, and over TLS with HTTP/3 on in the
+    /// h3-* ones; servery likewise (--h3 off, --h3 on).
     #[arg(long, value_delimiter = ',', value_parser = parse::server, value_name = "LIST")]
     pub servers: Vec<Server>,
     /// Worker counts, comma-separated; counts the server side has no cores for are skipped
@@ -86,10 +89,12 @@ pub struct MatrixArgs {
     /// --repo].
     #[arg(long, value_name = "PATH")]
     pub axum_tokio_bin: Option<PathBuf>,
-    /// HTTP/2 connections h2load opens in the h2 scenarios (-c) [default: 8].
+    /// HTTP/2 connections h2load opens in the h2 scenarios (-c), and QUIC connections in the
+    /// h3 ones [default: 8].
     #[arg(long, value_name = "N")]
     pub h2_connections: Option<NonZeroUsize>,
-    /// Concurrent streams per HTTP/2 connection (h2load -m) [default: 8].
+    /// Concurrent streams per HTTP/2 connection (h2load -m), and per QUIC connection in the h3
+    /// scenarios [default: 8].
     #[arg(long, value_name = "N")]
     pub h2_streams: Option<NonZeroUsize>,
     /// h2load threads (-t), at most --h2-connections; each gets a client CPU of its own
@@ -255,7 +260,8 @@ mod tests {
         assert_eq!(full.duration, Duration::from_secs(10));
         assert_eq!(full.warmup, Duration::from_secs(3));
         assert_eq!(full.workers, [1, 2, 4]);
-        assert_eq!(full.scenarios.len(), 14);
+        assert_eq!(full.scenarios.len(), 17);
+        assert!(full.scenarios.contains(&Scenario::H3Static8m));
         assert_eq!(full.h2, h2load::Settings::default());
         assert_eq!(full.h2.transport, h2load::Transport::Tls);
         assert_eq!(full.servers.len(), 6);
@@ -331,6 +337,26 @@ mod tests {
         assert_eq!(h2.h2.transport, h2load::Transport::H2c);
         assert_eq!(h2.h2.in_flight(), 128);
         assert!(parse(&["matrix", "--h2-streams", "0"]).is_err());
+        let h3 = options(&[
+            "matrix",
+            "--scenarios",
+            "h3-static-1k,h3-static-64k,h3-static-8m",
+            "--servers",
+            "servery-thread,caddy",
+            "--h2-connections",
+            "2",
+        ]);
+        assert_eq!(
+            h3.scenarios,
+            [
+                Scenario::H3Static1k,
+                Scenario::H3Static64k,
+                Scenario::H3Static8m
+            ]
+        );
+        let shape = crate::matrix::h3::Settings::of(&h3.h2);
+        assert_eq!((shape.connections.get(), shape.streams.get()), (2, 8));
+        assert!(parse(&["matrix", "--scenarios", "h3-app-1k"]).is_err());
     }
 
     #[test]

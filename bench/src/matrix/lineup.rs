@@ -10,8 +10,9 @@
 //! 1. [`wanted`]: the selected servers that can serve each scenario, in the selected order.
 //! 2. The matrix resolves the programs [`needed`] by those lineups.
 //! 3. [`without`]: drop the servers whose program is unavailable, and lineups left empty;
-//!    [`with_h2_tools`]: drop the h2 scenarios h2load or curl cannot run, and the peers from
-//!    them when there is no openssl to make their certificate.
+//!    [`with_tools`]: drop the h2 scenarios h2load or curl cannot run, and the peers from
+//!    the scenarios over TLS (h2 over TLS, every h3 one) when there is no openssl to make
+//!    their certificate.
 //! 4. [`Lineup::at`]: the servers of a lineup that run a given worker count.
 
 use serde::Serialize;
@@ -38,8 +39,9 @@ impl Lineup {
     }
 }
 
-/// Step 1: `selected` ∩ each scenario's servers, and a note per server that sits out a
-/// scenario of the run.
+/// Step 1: `selected` ∩ each scenario's servers, and a note per server and reason that it
+/// sits out scenarios of the run (nginx sits out the Router's scenarios for one reason and
+/// the h3 ones for another).
 pub fn wanted(scenarios: &[Scenario], selected: &[Server]) -> (Vec<Lineup>, Vec<String>) {
     let lineups = scenarios
         .iter()
@@ -54,29 +56,40 @@ pub fn wanted(scenarios: &[Scenario], selected: &[Server]) -> (Vec<Lineup>, Vec<
         .collect();
     let mut notes = Vec::new();
     for &server in selected {
-        let out: Vec<&str> = scenarios
-            .iter()
-            .filter(|s| !s.servers().contains(&server))
-            .map(|s| s.name())
-            .collect();
-        if !out.is_empty() {
+        // (reason, scenarios), in the order the reasons first come up.
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for s in scenarios.iter().filter(|s| !s.servers().contains(&server)) {
+            let why = sits_out(server, *s);
+            match out.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, names)) => names.push(s.name()),
+                None => out.push((why, vec![s.name()])),
+            }
+        }
+        for (why, names) in out {
             notes.push(format!(
-                "{} takes no part in {}: {}.",
+                "{} takes no part in {}: {why}.",
                 server.name(),
-                out.join(", "),
-                sits_out(server)
+                names.join(", ")
             ));
         }
     }
     (lineups, notes)
 }
 
-/// Why `server` cannot serve some scenarios.
-fn sits_out(server: Server) -> &'static str {
+/// Why `server` cannot serve `scenario`.
+fn sits_out(server: Server, scenario: Scenario) -> &'static str {
     match server {
         Server::AxumTokio => {
             "it serves the axum Router of examples/axum/routes.rs over HTTP/1.1, so app-json and \
              app-post-4k only"
+        }
+        Server::Nginx if scenario.is_h3() => {
+            "it has no HTTP/3 (Debian's nginx is 1.22; ngx_http_v3_module came in 1.25)"
+        }
+        Server::H2o if scenario.is_h3() => "it has no HTTP/3 (Debian's h2o is 2.2.5)",
+        Server::H2o | Server::Caddy if scenario == Scenario::Gzip64kJs => {
+            "gzip-64k-js compares servery's on-the-fly gzip with nginx's, and its benchmark \
+             config compresses nothing"
         }
         Server::Nginx | Server::H2o | Server::Caddy => {
             "there is no such app for it; app-json and app-post-4k compare servery with the same \
@@ -84,6 +97,12 @@ fn sits_out(server: Server) -> &'static str {
         }
         Server::ServeryThread | Server::ServeryProcess => "it has no program for them",
     }
+}
+
+/// Whether `scenario` runs over TLS, so that a peer in it needs the run's certificate: an h2
+/// scenario when the h2 transport is TLS (`h2_tls`), an h3 one always (QUIC is TLS 1.3).
+pub fn over_tls(scenario: Scenario, h2_tls: bool) -> bool {
+    scenario.is_h3() || (scenario.is_h2() && h2_tls)
 }
 
 /// How many trials `lineups` make at `workers` with `trials` each: a server runs only the
@@ -143,28 +162,29 @@ pub fn without(lineups: Vec<Lineup>, unavailable: &[Program]) -> (Vec<Lineup>, V
     (kept, notes)
 }
 
-/// Which of the h2 scenarios' tools a run has, and whether it runs them over TLS.
+/// Which of the h2 and h3 scenarios' tools a run has, and whether the h2 ones run over TLS.
+/// (The h3 scenarios' load generator is this crate's own, `load::h3`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct H2Tools {
+pub struct Tools {
     pub h2load: bool,
     pub curl: bool,
     pub openssl: bool,
+    /// The h2 scenarios run over TLS (not h2c).
     pub tls: bool,
 }
 
-/// Step 3, for the h2 scenarios: without h2load or curl none of them runs; over TLS without
-/// openssl the peers sit out (servery makes its own certificate). A note for each cut.
-pub fn with_h2_tools(lineups: Vec<Lineup>, tools: H2Tools) -> (Vec<Lineup>, Vec<String>) {
+/// Step 3, for the h2 and h3 scenarios: without h2load or curl no h2 scenario runs; without
+/// openssl the peers sit out the scenarios over TLS ([`over_tls`]; servery makes its own
+/// certificate). A note for each cut.
+pub fn with_tools(lineups: Vec<Lineup>, tools: Tools) -> (Vec<Lineup>, Vec<String>) {
+    let mut notes = Vec::new();
     let h2: Vec<&str> = lineups
         .iter()
         .filter(|l| l.scenario.is_h2())
         .map(|l| l.scenario.name())
         .collect();
-    if h2.is_empty() {
-        return (lineups, Vec::new());
-    }
-    let names = h2.join(", ");
     let missing = match (tools.h2load, tools.curl) {
+        _ if h2.is_empty() => None,
         (false, _) => Some(
             "h2load, their load generator, is not installed (scripts/install-peers.sh installs \
              it: Debian package nghttp2-client)",
@@ -175,32 +195,37 @@ pub fn with_h2_tools(lineups: Vec<Lineup>, tools: H2Tools) -> (Vec<Lineup>, Vec<
         ),
         (true, true) => None,
     };
-    if let Some(why) = missing {
-        let kept = lineups
-            .into_iter()
-            .filter(|l| !l.scenario.is_h2())
-            .collect();
-        return (kept, vec![format!("{names}: not run: {why}.")]);
+    let lineups: Vec<Lineup> = match missing {
+        Some(why) => {
+            notes.push(format!("{}: not run: {why}.", h2.join(", ")));
+            lineups
+                .into_iter()
+                .filter(|l| !l.scenario.is_h2())
+                .collect()
+        }
+        None => lineups,
+    };
+    if tools.openssl {
+        return (lineups, notes);
     }
-    if !tools.tls || tools.openssl {
-        return (lineups, Vec::new());
-    }
-    let mut notes = Vec::new();
+    let mut empty = Vec::new();
     let mut cut: Vec<&str> = Vec::new();
+    let mut affected: Vec<&str> = Vec::new();
     let mut kept = Vec::new();
     for mut lineup in lineups {
-        if lineup.scenario.is_h2() {
-            lineup.servers.retain(|s| {
-                let peer = s.is_peer();
-                if peer && !cut.contains(&s.name()) {
-                    cut.push(s.name());
+        let scenario = lineup.scenario;
+        if over_tls(scenario, tools.tls) && lineup.servers.iter().any(|s| s.is_peer()) {
+            affected.push(scenario.name());
+            for peer in lineup.servers.iter().filter(|s| s.is_peer()) {
+                if !cut.contains(&peer.name()) {
+                    cut.push(peer.name());
                 }
-                !peer
-            });
+            }
+            lineup.servers.retain(|s| !s.is_peer());
             if lineup.servers.is_empty() {
-                notes.push(format!(
+                empty.push(format!(
                     "{}: no server left to measure, so it is not run.",
-                    lineup.scenario.name()
+                    scenario.name()
                 ));
                 continue;
             }
@@ -208,15 +233,14 @@ pub fn with_h2_tools(lineups: Vec<Lineup>, tools: H2Tools) -> (Vec<Lineup>, Vec<
         kept.push(lineup);
     }
     if !cut.is_empty() {
-        notes.insert(
-            0,
-            format!(
-                "{} take(s) no part in {names}: openssl, which makes their TLS certificate, is \
-                 not installed (servery makes its own).",
-                cut.join(", ")
-            ),
-        );
+        notes.push(format!(
+            "{} take(s) no part in {}: openssl, which makes their TLS certificate, is not \
+             installed (servery makes its own).",
+            cut.join(", "),
+            affected.join(", ")
+        ));
     }
+    notes.extend(empty);
     (kept, notes)
 }
 
@@ -378,19 +402,19 @@ mod tests {
     fn h2_scenarios_need_h2load_and_curl_and_peers_need_openssl() {
         let scenarios = [Scenario::Static1k, Scenario::H2Static1k, Scenario::H2App1k];
         let (lineups, _) = wanted(&scenarios, &Server::ALL);
-        let all = H2Tools {
+        let all = Tools {
             h2load: true,
             curl: true,
             openssl: true,
             tls: true,
         };
-        let (kept, notes) = with_h2_tools(lineups.clone(), all);
+        let (kept, notes) = with_tools(lineups.clone(), all);
         assert_eq!((kept.len(), notes.len()), (3, 0));
         assert_eq!(kept[1].servers.len(), 5);
 
-        let (kept, notes) = with_h2_tools(
+        let (kept, notes) = with_tools(
             lineups.clone(),
-            H2Tools {
+            Tools {
                 h2load: false,
                 ..all
             },
@@ -403,15 +427,15 @@ mod tests {
                 && notes[0].contains("nghttp2-client"),
             "{notes:?}"
         );
-        let (kept, notes) = with_h2_tools(lineups.clone(), H2Tools { curl: false, ..all });
+        let (kept, notes) = with_tools(lineups.clone(), Tools { curl: false, ..all });
         assert_eq!(kept.len(), 1);
         assert!(notes[0].contains("curl"), "{notes:?}");
 
-        let no_openssl = H2Tools {
+        let no_openssl = Tools {
             openssl: false,
             ..all
         };
-        let (kept, notes) = with_h2_tools(lineups.clone(), no_openssl);
+        let (kept, notes) = with_tools(lineups.clone(), no_openssl);
         assert_eq!(kept.len(), 3);
         assert_eq!(kept[0].servers.len(), 5, "HTTP/1.1 keeps its peers");
         assert_eq!(
@@ -426,9 +450,9 @@ mod tests {
             "{notes:?}"
         );
         // h2c needs no certificate.
-        let (kept, notes) = with_h2_tools(
+        let (kept, notes) = with_tools(
             lineups.clone(),
-            H2Tools {
+            Tools {
                 tls: false,
                 ..no_openssl
             },
@@ -436,14 +460,14 @@ mod tests {
         assert_eq!((kept[1].servers.len(), notes.len()), (5, 0));
         // Peers only: the scenario is left with nobody.
         let (peers, _) = wanted(&[Scenario::H2Static8m], &[Server::Nginx]);
-        let (kept, notes) = with_h2_tools(peers, no_openssl);
+        let (kept, notes) = with_tools(peers, no_openssl);
         assert!(kept.is_empty());
         assert_eq!(notes.len(), 2, "{notes:?}");
         // No h2 scenario: nothing to say, whatever is missing.
         let (h1, _) = wanted(&[Scenario::Static1k], &Server::ALL);
-        let (kept, notes) = with_h2_tools(
+        let (kept, notes) = with_tools(
             h1,
-            H2Tools {
+            Tools {
                 h2load: false,
                 curl: false,
                 openssl: false,
@@ -451,6 +475,100 @@ mod tests {
             },
         );
         assert_eq!((kept.len(), notes.len()), (1, 0));
+    }
+
+    #[test]
+    fn nginx_and_h2o_sit_out_the_h3_scenarios_saying_why() {
+        let scenarios = [
+            Scenario::Static1k,
+            Scenario::AppJson,
+            Scenario::H3Static1k,
+            Scenario::H3Static8m,
+            Scenario::Gzip64kJs,
+        ];
+        let (lineups, notes) = wanted(&scenarios, &Server::ALL);
+        for l in &lineups[2..4] {
+            assert_eq!(
+                l.servers,
+                [Server::ServeryThread, Server::ServeryProcess, Server::Caddy]
+            );
+        }
+        let note = |start: &str| {
+            notes
+                .iter()
+                .find(|n| n.starts_with(start))
+                .unwrap_or_else(|| panic!("no note starting {start:?} in {notes:?}"))
+                .clone()
+        };
+        // One note per server and reason.
+        assert!(note("nginx takes no part in app-json: ").contains("axum-tokio"));
+        let nginx = note("nginx takes no part in h3-static-1k, h3-static-8m: ");
+        assert!(
+            nginx.contains("no HTTP/3") && nginx.contains("1.22"),
+            "{nginx}"
+        );
+        let h2o = note("h2o takes no part in h3-static-1k, h3-static-8m: ");
+        assert!(h2o.contains("no HTTP/3") && h2o.contains("2.2.5"), "{h2o}");
+        assert!(note("h2o takes no part in gzip-64k-js: ").contains("compresses nothing"));
+        assert!(note("caddy takes no part in app-json: ").contains("axum-tokio"));
+        assert!(note("caddy takes no part in gzip-64k-js: ").contains("compresses nothing"));
+        assert!(!notes
+            .iter()
+            .any(|n| n.starts_with("caddy") && n.contains("h3-")));
+        assert!(
+            note("axum-tokio takes no part in static-1k, h3-static-1k, h3-static-8m, ")
+                .contains("over HTTP/1.1")
+        );
+        assert_eq!(notes.len(), 8, "{notes:?}");
+        // Only nginx and h2o asked for: nothing serves h3 but servery, and they say why.
+        let (lineups, notes) = wanted(&[Scenario::H3Static64k], &[Server::Nginx, Server::H2o]);
+        assert!(lineups[0].servers.is_empty());
+        assert_eq!(notes.len(), 2, "{notes:?}");
+    }
+
+    #[test]
+    fn h3_scenarios_need_openssl_for_caddy_only_whatever_the_h2_tools() {
+        let scenarios = [Scenario::H2Static1k, Scenario::H3Static1k];
+        let (lineups, _) = wanted(&scenarios, &Server::ALL);
+        let none = Tools {
+            h2load: false,
+            curl: false,
+            openssl: false,
+            tls: false,
+        };
+        // No h2load: the h2 scenario goes; h3 needs neither it nor curl, but Caddy needs a
+        // certificate over QUIC even when the h2 scenarios run as h2c.
+        let (kept, notes) = with_tools(lineups.clone(), none);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].scenario, Scenario::H3Static1k);
+        assert_eq!(
+            kept[0].servers,
+            [Server::ServeryThread, Server::ServeryProcess]
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("h2-static-1k: not run: h2load"));
+        assert!(
+            notes[1].starts_with("caddy take(s) no part in h3-static-1k: openssl"),
+            "{notes:?}"
+        );
+        let (kept, notes) = with_tools(
+            lineups.clone(),
+            Tools {
+                openssl: true,
+                ..none
+            },
+        );
+        assert_eq!((kept.len(), notes.len()), (1, 1));
+        assert_eq!(kept[0].servers.len(), 3);
+        let (caddy, _) = wanted(&[Scenario::H3Static8m], &[Server::Caddy]);
+        let (kept, notes) = with_tools(caddy, none);
+        assert!(kept.is_empty());
+        assert_eq!(
+            notes[1],
+            "h3-static-8m: no server left to measure, so it is not run."
+        );
+        assert!(over_tls(Scenario::H3Static1k, false) && over_tls(Scenario::H2App1k, true));
+        assert!(!over_tls(Scenario::H2App1k, false) && !over_tls(Scenario::Static1k, true));
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! first or last), starting and stopping servers, sampling them from `/proc`, and writing the
 //! artifact set under `bench/results/`: `matrix-STAMP.json` (identity and every raw trial),
 //! `matrix-STAMP.md` (the tables) and two SVG charts.
-//! Does not own: load generation (`load::run_with`; h2load for the h2 scenarios, [`h2load`])
-//! or checking answers (`validate`; [`curl`] over HTTP/2; [`encoded`] decodes a compressed
-//! one).
+//! Does not own: load generation (`load::run_with`; h2load for the h2 scenarios, [`h2load`];
+//! `load::h3::run_with` for the h3 ones, [`h3`]) or checking answers (`validate`; [`curl`]
+//! over HTTP/2; `http3::check` over HTTP/3; [`encoded`] decodes a compressed one).
 //!
 //! Flow:
 //! 1. Split the CPUs into a server side and a client side ([`cores`]); drop worker counts the
@@ -16,9 +16,9 @@
 //!    the programs they run or take them from `--servery-bin`, `--hello-bin`, `--axum-bin`,
 //!    `--upload-bin`, `--axum-tokio-bin` ([`programs`]); find the peers; leave out, with a
 //!    note, servers whose program or peer is missing, and h2 scenarios whose tools are
-//!    ([`lineup::with_h2_tools`]); record the [`identity`]. Pin this thread to a client CPU.
+//!    ([`lineup::with_tools`]); record the [`identity`]. Pin this thread to a client CPU.
 //! 3. Write the docroot ([`scenario`]) into a temp directory, and the peers' TLS
-//!    [`certificate`] when h2 scenarios run over TLS with a peer.
+//!    [`certificate`] when a peer takes part in a scenario over TLS (h2 over TLS, h3).
 //! 4. Estimate the whole run ([`preset::estimate`]), print it, and refuse it if it is longer
 //!    than the budget (`--preset scaling`: 8 minutes). For each scenario, worker count and
 //!    trial, for each server of the lineup that runs that many workers, in the trial's
@@ -33,6 +33,7 @@ pub mod cores;
 pub mod curl;
 pub mod encoded;
 pub mod h2load;
+pub mod h3;
 pub mod identity;
 pub mod lineup;
 pub mod point;
@@ -187,6 +188,11 @@ struct Settings {
     /// The h2 scenarios' h2load settings, and the streams they keep in flight.
     h2: h2load::Settings,
     h2_streams_in_flight: usize,
+    /// The h3 scenarios' shape (the h2 one), the streams it keeps in flight, and its load
+    /// threads (one per client CPU, at most one per connection).
+    h3: h3::Settings,
+    h3_streams_in_flight: usize,
+    h3_threads: usize,
     client_bound_busy: f64,
 }
 
@@ -198,7 +204,8 @@ struct Artifact<'a> {
     assignment: &'a Assignment,
     programs: &'a Programs,
     /// Each peer's config text as first written for each worker count ("nginx/1"), and for
-    /// the h2 scenarios ("nginx/1/h2" over TLS, "nginx/1/h2c" in the clear).
+    /// the h2 scenarios ("nginx/1/h2" over TLS, "nginx/1/h2c" in the clear) and the h3 ones
+    /// ("caddy/1/h3").
     configs: &'a BTreeMap<String, String>,
     notes: &'a [String],
     points: &'a [Point],
@@ -270,9 +277,9 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
     let (lineups, cut_notes) = lineup::without(lineups, &unavailable);
     notes.extend(cut_notes);
     let tls = options.h2.transport == h2load::Transport::Tls;
-    let (lineups, h2_notes) = lineup::with_h2_tools(
+    let (lineups, h2_notes) = lineup::with_tools(
         lineups,
-        lineup::H2Tools {
+        lineup::Tools {
             h2load: programs.h2load.is_some(),
             curl: programs.curl.is_some(),
             openssl: programs.openssl.is_some(),
@@ -343,10 +350,9 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         path: docroot.clone(),
         source,
     })?;
-    let peers_on_tls = tls
-        && lineups
-            .iter()
-            .any(|l| l.scenario.is_h2() && l.servers.iter().any(|s| s.is_peer()));
+    let peers_on_tls = lineups
+        .iter()
+        .any(|l| lineup::over_tls(l.scenario, tls) && l.servers.iter().any(|s| s.is_peer()));
     let certificate = match (&programs.openssl, peers_on_tls) {
         (Some(openssl), true) => Some(certificate::make(openssl, &work.path)?),
         _ => None,
@@ -375,6 +381,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
             budget,
         });
     }
+    let h3_shape = h3::Settings::of(&options.h2);
     let settings = Settings {
         quick: options.quick,
         preset: options.preset,
@@ -394,6 +401,9 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         pipeline_depth: scenario::PIPELINE_DEPTH,
         h2: options.h2,
         h2_streams_in_flight: options.h2.in_flight(),
+        h3: h3_shape,
+        h3_streams_in_flight: h3_shape.in_flight(),
+        h3_threads: h3_shape.threads(assignment.client.len()),
         client_bound_busy: stats::CLIENT_BOUND_BUSY,
     };
     let context = trial::Context {
@@ -404,6 +414,7 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
         duration: options.duration,
         warmup: options.warmup,
         h2: options.h2,
+        h3: h3_shape,
         certificate: certificate.as_ref(),
     };
     let guess = options.warmup + options.duration + Duration::from_millis(500);
@@ -436,6 +447,8 @@ pub fn run(options: &Options) -> Result<Outcome, Error> {
                         if scenario.is_h2() {
                             key.push('/');
                             key.push_str(options.h2.transport.protocol());
+                        } else if scenario.is_h3() {
+                            key.push_str("/h3");
                         }
                         configs.entry(key).or_insert(text);
                     }
@@ -645,10 +658,30 @@ fn markdown(
             match h2.transport {
                 h2load::Transport::Tls =>
                     "over TLS (ALPN h2; the peers with a self-signed P-256 certificate made for \
-                     the run, servery with its own from --tls-self-signed)",
+                     the run, servery with its own from --tls-self-signed; HTTP/3 off on all, \
+                     so none sends Alt-Svc)",
                 h2load::Transport::H2c => "in the clear (h2c, by prior knowledge)",
             },
             h2.threads.get().min(assignment.client.len()),
+        );
+    }
+    if settings.lineups.iter().any(|l| l.scenario.is_h3()) {
+        let h3 = &settings.h3;
+        let _ = writeln!(
+            out,
+            "- h3 scenarios: servery-load's HTTP/3 engine (`servery-load --h3 -c {} -p {} -t {}`, \
+             `-p {}` in h3-static-8m: quinn and h3 on one pinned current-thread tokio runtime \
+             per load thread; {} streams in flight, the h2 shape) on the first {} client CPU(s), \
+             over QUIC with TLS 1.3 to the TLS port's number over UDP (Caddy with the run's \
+             certificate and `protocols h1 h2 h3`, servery with its own and `--h3 on`); one \
+             answer's bytes are checked over HTTP/3 first. Client core there is the load \
+             threads' CPU time, as for HTTP/1.1",
+            h3.connections,
+            h3.streams,
+            settings.h3_threads,
+            h3.large_streams,
+            settings.h3_streams_in_flight,
+            settings.h3_threads,
         );
     }
     for note in notes {

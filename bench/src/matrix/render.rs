@@ -1,7 +1,7 @@
 //! The markdown the matrix prints and stores: the seed's two tables ("Throughput and tail
 //! latency", "Startup, CPU and memory") and a peer table with ratios to each scenario's
-//! baseline (nginx; axum-tokio for the axum Router's scenarios). Pure text from [`Point`]s;
-//! numbers are rounded for people here and nowhere else.
+//! baseline (nginx; axum-tokio for the axum Router's scenarios; Caddy for the h3 ones). Pure
+//! text from [`Point`]s; numbers are rounded for people here and nowhere else.
 
 use std::fmt::Write as _;
 
@@ -117,6 +117,7 @@ fn startup(out: &mut String, points: &[Point]) {
     out.push_str(
         "Start: spawn until the port accepts a connection. Ready: spawn until the first valid \
          response (in the h2-* scenarios, curl's over HTTP/2, curl's own start and TLS \
+         handshake included; in the h3-* ones, one over HTTP/3 on a new QUIC connection, its \
          handshake included). RSS and PSS are summed over the server's process tree \
          (`/proc/PID/smaps_rollup`) at ready and at their peak during the trial. CPU: utime + \
          stime of the tree over the timed window, as cores used and as µs per request. \

@@ -27,6 +27,12 @@
 //! h2load over TLS (ALPN h2) or h2c with the run's h2 settings (`h2load::Settings`) instead of
 //! `servery-load` over HTTP/1.1.
 //!
+//! The `h3-*` scenarios are HTTP/3 twins of `static-1k`, `static-64k` and `static-8m`: the
+//! same request and answer, loaded over QUIC by this crate's own HTTP/3 client (`load::h3`,
+//! `servery-load --h3`) with the run's h3 shape (`matrix::h3`). nginx 1.22 and h2o 2.2.5, the
+//! Debian packages, have no HTTP/3, so only servery and Caddy serve them, and Caddy is their
+//! baseline ([`Scenario::baseline`]).
+//!
 //! The `*-pipelined` scenarios are `static-1k` and `app-1k` with [`PIPELINE_DEPTH`] requests
 //! in flight per connection, written in one batch ([`Scenario::base`]): the same request,
 //! answer, servers and baseline, at a client cost per request low enough that the servers,
@@ -128,6 +134,12 @@ pub enum Scenario {
     H2Static8m,
     /// [`Scenario::App1k`] over HTTP/2 (servery: examples/hello).
     H2App1k,
+    /// [`Scenario::Static1k`] over HTTP/3.
+    H3Static1k,
+    /// [`Scenario::Static64k`] over HTTP/3.
+    H3Static64k,
+    /// [`Scenario::Static8m`] over HTTP/3.
+    H3Static8m,
     /// GET a 64 KiB JavaScript file with `Accept-Encoding: gzip`, keep-alive (expect gzip).
     Gzip64kJs,
     /// [`Scenario::Static1k`] with [`PIPELINE_DEPTH`] requests in flight per connection.
@@ -181,7 +193,7 @@ pub struct Request {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 19] = [
         Scenario::Static1k,
         Scenario::Static64k,
         Scenario::Static8m,
@@ -195,6 +207,9 @@ impl Scenario {
         Scenario::H2Static64k,
         Scenario::H2Static8m,
         Scenario::H2App1k,
+        Scenario::H3Static1k,
+        Scenario::H3Static64k,
+        Scenario::H3Static8m,
         Scenario::Gzip64kJs,
         Scenario::Static1kPipelined,
         Scenario::App1kPipelined,
@@ -225,18 +240,22 @@ impl Scenario {
             Scenario::H2Static64k => "h2-static-64k",
             Scenario::H2Static8m => "h2-static-8m",
             Scenario::H2App1k => "h2-app-1k",
+            Scenario::H3Static1k => "h3-static-1k",
+            Scenario::H3Static64k => "h3-static-64k",
+            Scenario::H3Static8m => "h3-static-8m",
             Scenario::Gzip64kJs => "gzip-64k-js",
             Scenario::Static1kPipelined => "static-1k-pipelined",
             Scenario::App1kPipelined => "app-1k-pipelined",
         }
     }
 
-    /// The HTTP/1.1 scenario an h2 scenario is the twin of (itself for the HTTP/1.1 ones).
+    /// The HTTP/1.1 scenario an h2 or h3 scenario is the twin of (itself for the HTTP/1.1
+    /// ones).
     pub fn twin(self) -> Scenario {
         match self {
-            Scenario::H2Static1k => Scenario::Static1k,
-            Scenario::H2Static64k => Scenario::Static64k,
-            Scenario::H2Static8m => Scenario::Static8m,
+            Scenario::H2Static1k | Scenario::H3Static1k => Scenario::Static1k,
+            Scenario::H2Static64k | Scenario::H3Static64k => Scenario::Static64k,
+            Scenario::H2Static8m | Scenario::H3Static8m => Scenario::Static8m,
             Scenario::H2App1k => Scenario::App1k,
             other => other,
         }
@@ -244,7 +263,18 @@ impl Scenario {
 
     /// Loaded over HTTP/2 by h2load.
     pub fn is_h2(self) -> bool {
-        self.twin() != self
+        matches!(
+            self,
+            Scenario::H2Static1k | Scenario::H2Static64k | Scenario::H2Static8m | Scenario::H2App1k
+        )
+    }
+
+    /// Loaded over HTTP/3 (QUIC) by `servery-load --h3`'s engine.
+    pub fn is_h3(self) -> bool {
+        matches!(
+            self,
+            Scenario::H3Static1k | Scenario::H3Static64k | Scenario::H3Static8m
+        )
     }
 
     /// The depth-1 HTTP/1.1 scenario whose request, answer, servers and baseline this one
@@ -277,7 +307,7 @@ impl Scenario {
     /// The servers that can serve this workload, in table order. Static: servery and the
     /// static peers. `app-1k`: the same, the peers serving a file with the handler's body.
     /// `app-json`, `app-post-4k`: servery's app API and the same Router on tokio. An h2
-    /// scenario: its twin's.
+    /// scenario: its twin's. An h3 scenario: servery and Caddy, the peer with HTTP/3.
     pub fn servers(self) -> &'static [Server] {
         const STATIC: &[Server] = &[
             Server::ServeryThread,
@@ -292,6 +322,10 @@ impl Scenario {
             Server::AxumTokio,
         ];
         const GZIP: &[Server] = &[Server::ServeryThread, Server::ServeryProcess, Server::Nginx];
+        const H3: &[Server] = &[Server::ServeryThread, Server::ServeryProcess, Server::Caddy];
+        if self.is_h3() {
+            return H3;
+        }
         match self.base() {
             Scenario::AppJson | Scenario::AppPost4k => ROUTER,
             Scenario::Gzip64kJs => GZIP,
@@ -300,8 +334,12 @@ impl Scenario {
     }
 
     /// Whom the peer table's ratios are against: nginx, or axum-tokio where nginx takes no
-    /// part (issue 11 measures servery's apps against the same Router on `axum::serve`).
+    /// part (issue 11 measures servery's apps against the same Router on `axum::serve`), or
+    /// Caddy over HTTP/3, where it is the only peer.
     pub fn baseline(self) -> Server {
+        if self.is_h3() {
+            return Server::Caddy;
+        }
         match self.base() {
             Scenario::AppJson | Scenario::AppPost4k => Server::AxumTokio,
             _ => Server::Nginx,
@@ -332,7 +370,9 @@ impl Scenario {
 
     /// The request for this scenario. `etag` is the server's `ETag` for `/1k.bin`, needed by
     /// [`Scenario::StaticNotModified`] only. An h2 scenario: its twin's path and answer (its
-    /// connections, churn and timeout do not apply; h2load's settings do).
+    /// connections, churn and timeout do not apply; h2load's settings do). An h3 scenario:
+    /// its twin's path, answer and timeout (its connections do not apply; the run's h3 shape
+    /// does).
     pub fn request(self, etag: Option<&str>) -> Request {
         let file = |name: &str| {
             let (_, size) = FILES
@@ -360,9 +400,13 @@ impl Scenario {
             }
         };
         match self {
-            Scenario::Static1k | Scenario::H2Static1k => whole("/1k.bin", "1k.bin", false),
-            Scenario::Static64k | Scenario::H2Static64k => whole("/64k.bin", "64k.bin", false),
-            Scenario::Static8m | Scenario::H2Static8m => Request {
+            Scenario::Static1k | Scenario::H2Static1k | Scenario::H3Static1k => {
+                whole("/1k.bin", "1k.bin", false)
+            }
+            Scenario::Static64k | Scenario::H2Static64k | Scenario::H3Static64k => {
+                whole("/64k.bin", "64k.bin", false)
+            }
+            Scenario::Static8m | Scenario::H2Static8m | Scenario::H3Static8m => Request {
                 timeout: LARGE_TIMEOUT,
                 connections: LARGE_CONNECTIONS,
                 ..whole("/8m.bin", "8m.bin", false)
@@ -556,7 +600,7 @@ mod tests {
         );
         assert!(
             json.ends_with(
-                r#""h2-static-8m","h2-app-1k","gzip-64k-js","static-1k-pipelined","app-1k-pipelined"]"#
+                r#""h2-app-1k","h3-static-1k","h3-static-64k","h3-static-8m","gzip-64k-js","static-1k-pipelined","app-1k-pipelined"]"#
             ),
             "{json}"
         );
@@ -590,6 +634,38 @@ mod tests {
     }
 
     #[test]
+    fn h3_scenarios_are_the_static_ones_over_http3_on_servery_and_caddy() {
+        let h3 = [
+            (Scenario::H3Static1k, Scenario::Static1k, "h3-static-1k"),
+            (Scenario::H3Static64k, Scenario::Static64k, "h3-static-64k"),
+            (Scenario::H3Static8m, Scenario::Static8m, "h3-static-8m"),
+        ];
+        for (s, twin, name) in h3 {
+            assert_eq!((s.name(), Scenario::parse(name)), (name, Some(s)));
+            assert!(s.is_h3() && !s.is_h2() && !s.is_pipelined() && !s.is_app());
+            assert!(!twin.is_h3());
+            assert_eq!((s.twin(), s.base()), (twin, twin));
+            assert_eq!(s.request(None), twin.request(None));
+            assert_eq!(s.probe(), twin.probe());
+            assert_eq!(
+                s.servers(),
+                [Server::ServeryThread, Server::ServeryProcess, Server::Caddy]
+            );
+            assert_eq!(s.baseline(), Server::Caddy);
+            assert!(!s.is_stand_in(Server::Caddy));
+            assert!(Scenario::default_set().contains(&s));
+        }
+        assert_eq!(Scenario::ALL.iter().filter(|s| s.is_h3()).count(), 3);
+        assert_eq!(
+            Scenario::H3Static8m.request(None).timeout,
+            LARGE_TIMEOUT,
+            "an 8 MiB answer keeps its longer timeout over QUIC"
+        );
+        assert!(!Scenario::H3Static1k.servers().contains(&Server::Nginx));
+        assert!(!Scenario::H3Static1k.servers().contains(&Server::H2o));
+    }
+
+    #[test]
     fn pipelined_scenarios_are_their_bases_with_a_deeper_pipeline() {
         for (s, base) in [
             (Scenario::Static1kPipelined, Scenario::Static1k),
@@ -616,7 +692,7 @@ mod tests {
             .iter()
             .all(|s| s.is_pipelined() || s.request(None).pipeline == 1));
         let default = Scenario::default_set();
-        assert_eq!(default.len(), 14);
+        assert_eq!(default.len(), 17);
         assert!(!default.iter().any(|s| s.is_pipelined()));
         assert_eq!(Scenario::H2App1k.base(), Scenario::App1k);
         assert_eq!(Scenario::Gzip64kJs.base(), Scenario::Gzip64kJs);

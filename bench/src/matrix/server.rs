@@ -12,10 +12,13 @@
 //! writer (`caddy.env`: `GOMAXPROCS` = the worker count, its home and XDG directories in the
 //! prefix), since a Go program has no per-thread affinity to configure.
 //!
-//! In the h2 scenarios a server listens with TLS (servery: `--tls-bind --tls-self-signed`; the
-//! peers: the run's certificate, `listen ... ssl http2`, h2o's `ssl:` and Caddy's `tls`, HTTP/3
-//! left off) or, with `--h2c`, in the clear, where all of them take HTTP/2 by prior knowledge
-//! (Caddy with `protocols h1 h2c`) ([`Wire`]).
+//! In the h2 scenarios a server listens with TLS (servery: `--tls-bind --tls-self-signed --h3
+//! off`; the peers: the run's certificate, `listen ... ssl http2`, h2o's `ssl:` and Caddy's
+//! `tls`, HTTP/3 left off, so that no one opens a UDP socket or sends `Alt-Svc`) or, with
+//! `--h2c`, in the clear, where all of them take HTTP/2 by prior knowledge (Caddy with
+//! `protocols h1 h2c`) ([`Wire`]). In the h3 scenarios servery and Caddy listen the same way
+//! over TLS with HTTP/3 on: QUIC on the same port number over UDP (servery's `--h3 on`,
+//! Caddy's `protocols h1 h2 h3`).
 
 use std::fs::{self, File};
 use std::io;
@@ -68,23 +71,28 @@ pub enum Wire<'a> {
     Tls(Option<&'a Certificate>),
     /// HTTP/2 by prior knowledge in the clear (`--h2c`).
     H2c,
+    /// [`Wire::Tls`], and HTTP/3 over QUIC on the same port number over UDP: every h3
+    /// scenario.
+    H3(Option<&'a Certificate>),
 }
 
 impl Wire<'_> {
     /// The PROTOCOL argument of `write_nginx_conf`, `write_h2o_conf` and `write_caddy_conf`,
-    /// and the certificate and key files after it. (`write_caddy_conf` also takes `h3`, TLS
-    /// with HTTP/3 on the same port, which no scenario asks for yet.)
+    /// and the certificate and key files after it (`h3`, TLS with HTTP/3 on the same port,
+    /// only `write_caddy_conf` takes: no other peer serves an h3 scenario).
     fn config_args(self, server: &'static str) -> Result<Vec<String>, Error> {
-        Ok(match self {
-            Wire::Http1 => vec!["http1".into()],
-            Wire::H2c => vec!["h2c".into()],
-            Wire::Tls(None) => return Err(Error::NoCertificate { server }),
-            Wire::Tls(Some(c)) => vec![
-                "h2".into(),
-                c.cert.display().to_string(),
-                c.key.display().to_string(),
-            ],
-        })
+        let (protocol, certificate) = match self {
+            Wire::Http1 => return Ok(vec!["http1".into()]),
+            Wire::H2c => return Ok(vec!["h2c".into()]),
+            Wire::Tls(certificate) => ("h2", certificate),
+            Wire::H3(certificate) => ("h3", certificate),
+        };
+        let c = certificate.ok_or(Error::NoCertificate { server })?;
+        Ok(vec![
+            protocol.into(),
+            c.cert.display().to_string(),
+            c.key.display().to_string(),
+        ])
     }
 }
 
@@ -411,7 +419,8 @@ fn read_env(server: &'static str, path: &Path) -> Result<Vec<(String, String)>, 
 
 /// `servery serve` arguments for one point; servery's examples (hello, axum, upload) take the
 /// same, since they run through servery's own command line. Over TLS only the TLS listener is
-/// opened (`--tls-bind` without `--bind`), with a certificate servery makes at start.
+/// opened (`--tls-bind` without `--bind`), with a certificate servery makes at start, and
+/// HTTP/3 on its port number over UDP only in the h3 scenarios (`--h3`; it is on by default).
 pub fn servery_args(
     docroot: &Path,
     listener: Listener,
@@ -419,12 +428,10 @@ pub fn servery_args(
     process: bool,
 ) -> Vec<String> {
     let addr = format!("127.0.0.1:{}", listener.port);
+    let tls = |h3: &str| ["--tls-bind", &addr, "--tls-self-signed", "--h3", h3].map(String::from);
     let listen = match listener.wire {
-        Wire::Tls(_) => vec![
-            "--tls-bind".to_string(),
-            addr,
-            "--tls-self-signed".to_string(),
-        ],
+        Wire::Tls(_) => tls("off").to_vec(),
+        Wire::H3(_) => tls("on").to_vec(),
         Wire::Http1 | Wire::H2c => vec!["--bind".to_string(), addr],
     };
     let mut args = vec!["serve".to_string(), docroot.display().to_string()];
@@ -697,15 +704,33 @@ mod tests {
             wire: Wire::Tls(None),
         };
         assert_eq!(
-            servery_args(Path::new("/srv"), tls, &cpus, false)[..5],
+            servery_args(Path::new("/srv"), tls, &cpus, false)[..7],
             [
                 "serve",
                 "/srv",
                 "--tls-bind",
                 "127.0.0.1:8443",
-                "--tls-self-signed"
+                "--tls-self-signed",
+                "--h3",
+                "off"
             ]
         );
+        let h3 = Listener {
+            port: 8444,
+            wire: Wire::H3(None),
+        };
+        let args = servery_args(Path::new("/srv"), h3, &cpus, true);
+        assert_eq!(
+            args[2..7],
+            [
+                "--tls-bind",
+                "127.0.0.1:8444",
+                "--tls-self-signed",
+                "--h3",
+                "on"
+            ]
+        );
+        assert_eq!(args[args.len() - 2..], ["--isolation", "process"]);
         let h2c = Listener {
             port: 8081,
             wire: Wire::H2c,
@@ -906,7 +931,7 @@ mod tests {
     }
 
     #[test]
-    fn caddy_runs_its_caddyfile_with_one_go_thread_per_worker_and_http3_off() {
+    fn caddy_runs_its_caddyfile_with_one_go_thread_per_worker_and_http3_in_h3_only() {
         let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/lib");
         let dir = std::env::temp_dir().join(format!("servery-caddy-test-{}", std::process::id()));
         let root = dir.join("root");
@@ -994,19 +1019,45 @@ mod tests {
         assert!(conf.contains("protocols h1 h2c\n"), "{conf}");
         assert!(conf.contains("http://127.0.0.1:8085 {") && !conf.contains("tls"));
 
-        // HTTP/3 only when asked for: no scenario does yet, the writer can.
+        // HTTP/3 in the h3 scenarios: the same TLS site, with h3 in its protocols.
+        let h3 = launch(
+            Scenario::H3Static64k,
+            on(8446, Wire::H3(Some(&certificate))),
+            "h3",
+        )
+        .expect("caddy h3 config");
+        let conf = read(&h3);
+        assert!(conf.contains("protocols h1 h2 h3\n"), "{conf}");
+        assert!(
+            conf.contains(&format!(
+                "https://127.0.0.1:8446 {{\n\ttls \"{}\" \"{}\" {{\n",
+                certificate.cert.display(),
+                certificate.key.display()
+            )),
+            "{conf}"
+        );
+        assert!(conf.contains("\tbind 127.0.0.1\n") && conf.contains("\tfile_server\n"));
+        let caddyfile = dir.join("h3/Caddyfile").display().to_string();
+        assert_eq!(h3.args[1..3], ["--config", caddyfile.as_str()]);
+        for peer in [Server::Nginx, Server::H2o] {
+            let wire = on(8447, Wire::H3(Some(&certificate)));
+            assert!(matches!(
+                peer.launch(&programs, Scenario::H3Static1k, &root, wire, &cpus, &dir),
+                Err(Error::NotServed { .. })
+            ));
+        }
+        assert!(matches!(
+            launch(Scenario::H3Static1k, on(1, Wire::H3(None)), "x"),
+            Err(Error::NoCertificate { server: "caddy" })
+        ));
         let args = |protocol: &str| {
-            [&dir.join("h3"), &root]
+            [&dir.join("h4"), &root]
                 .iter()
                 .map(|p| p.display().to_string())
                 .chain(["8446".into(), "1".into(), protocol.into()])
                 .chain([&certificate.cert, &certificate.key].map(|p| p.display().to_string()))
                 .collect::<Vec<_>>()
         };
-        write_config(&lib, "caddy", "write_caddy_conf", &args("h3")).expect("h3 config");
-        let conf = fs::read_to_string(dir.join("h3/Caddyfile")).expect("read");
-        assert!(conf.contains("protocols h1 h2 h3\n"), "{conf}");
-        assert!(conf.contains("https://127.0.0.1:8446 {"), "{conf}");
         let err = write_config(&lib, "caddy", "write_caddy_conf", &args("h4"))
             .expect_err("unknown protocol");
         assert!(

@@ -5,10 +5,12 @@
 //! An HTTP/1.1 scenario is probed, validated and loaded by this crate (`probe`, `validate`,
 //! `load`). An h2 scenario is probed and validated with curl over HTTP/2 and loaded by h2load
 //! on the first client CPUs (one per h2load thread), the window's edges being h2load's phase
-//! lines; its report is made from h2load's output and log (`h2load`).
+//! lines; its report is made from h2load's output and log (`h2load`). An h3 scenario is
+//! probed, validated and loaded over HTTP/3 by this crate too (`h3`, `http3::check`,
+//! `load::h3`), on a port free over both TCP and UDP.
 
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,10 +23,11 @@ use super::procfs::{self, CpuTimes, Memory};
 use super::programs::Programs;
 use super::scenario::Scenario;
 use super::server::{Listener, Running, Server, Wire};
-use super::{curl, h2load, probe};
+use super::{curl, h2load, h3, probe};
 use crate::plan::{CpuSet, Plan};
+use crate::report::Report;
 use crate::sys::process::clock_ticks_per_sec;
-use crate::{load, validate};
+use crate::{http3, load, validate};
 
 /// How often the server's memory is sampled for its peak.
 const MEMORY_SAMPLE: Duration = Duration::from_millis(100);
@@ -41,7 +44,9 @@ pub(super) struct Context<'a> {
     pub(super) warmup: Duration,
     /// The h2 scenarios' load and transport.
     pub(super) h2: h2load::Settings,
-    /// What the peers present over TLS in the h2 scenarios.
+    /// The h3 scenarios' load.
+    pub(super) h3: h3::Settings,
+    /// What the peers present over TLS in the h2 and h3 scenarios.
     pub(super) certificate: Option<&'a Certificate>,
 }
 
@@ -86,7 +91,7 @@ impl<'a> Context<'a> {
             position,
             ..Trial::default()
         };
-        let port = match free_port() {
+        let port = match free_port(scenario.is_h3()) {
             Ok(port) => port,
             Err(e) => {
                 trial.failure = Some(format!("no free port: {e}"));
@@ -130,6 +135,8 @@ impl<'a> Context<'a> {
         let ready = if scenario.is_h2() {
             let url = self.url(port, probe.path);
             running.wait_ready(addr, || self.curl(&url).map(|a| a.status), 200)
+        } else if scenario.is_h3() {
+            running.wait_ready(addr, || h3::status(port, probe.path), 200)
         } else {
             running.wait_ready(
                 addr,
@@ -150,6 +157,8 @@ impl<'a> Context<'a> {
         trial.ready_memory = Some(ready_memory);
         let measured = if scenario.is_h2() {
             self.measure_h2(&mut trial, scenario, port, pid, cpus, ready_memory)
+        } else if scenario.is_h3() {
+            self.measure_h3(&mut trial, scenario, port, pid, cpus, ready_memory)
         } else {
             self.measure(&mut trial, scenario, addr, pid, cpus, ready_memory)
         };
@@ -197,26 +206,46 @@ impl<'a> Context<'a> {
                 .map_err(|e| format!("validation failed: {e}"))?;
         }
 
-        let stop = AtomicBool::new(false);
-        let mut start = None;
-        let (result, end, peak) = std::thread::scope(|s| {
-            let sampler = s.spawn(|| peak_memory(pid, ready_memory, &stop));
-            let (server_side, client_side) = (cpus.ids(), self.client_cpus.ids());
-            let result = load::run_with(&plan, || {
-                start = Some(Edge::read(pid, server_side, client_side));
-            });
-            let end = Edge::read(pid, server_side, client_side);
-            stop.store(true, Ordering::Relaxed);
-            (result, end, sampler.join().unwrap_or(ready_memory))
-        });
-        trial.peak_memory = Some(peak);
-        let report = result.map_err(|e| format!("the load run did not start: {e}"))?;
-        if let Some(start) = start {
-            window(trial, &start, &end, cpus);
-        }
-        trial.latency_cdf = report.latency_cdf.clone();
-        trial.report = Some(report);
-        Ok(())
+        let sampled = Sampled {
+            pid,
+            server: cpus,
+            client: &self.client_cpus,
+            ready_memory,
+        };
+        sampled.run(trial, |at_window| load::run_with(&plan, at_window))
+    }
+
+    /// Validates the h3 scenario's answer over HTTP/3, then runs the HTTP/3 load on the first
+    /// client CPUs (one per load thread) while sampling the server.
+    fn measure_h3(
+        &self,
+        trial: &mut Trial,
+        scenario: Scenario,
+        port: u16,
+        pid: u32,
+        cpus: &CpuSet,
+        ready_memory: Memory,
+    ) -> Result<(), String> {
+        let plan = self
+            .h3
+            .plan(
+                scenario,
+                port,
+                &self.client_cpus,
+                self.warmup,
+                self.duration,
+            )
+            .map_err(|e| e.to_string())?;
+        let client = plan.cpus.clone().ok_or("no client CPU")?;
+        trial.client_threads = plan.threads.get();
+        http3::check(&plan).map_err(|e| format!("validation failed: {e}"))?;
+        let sampled = Sampled {
+            pid,
+            server: cpus,
+            client: &client,
+            ready_memory,
+        };
+        sampled.run(trial, |at_window| load::h3::run_with(&plan, at_window))
     }
 
     /// Validates the h2 scenario's answer with curl, then runs h2load while sampling the
@@ -286,6 +315,9 @@ impl<'a> Context<'a> {
 
     /// What `server` speaks for `scenario`.
     fn wire(&self, scenario: Scenario) -> Wire<'a> {
+        if scenario.is_h3() {
+            return Wire::H3(self.certificate);
+        }
         if !scenario.is_h2() {
             return Wire::Http1;
         }
@@ -341,6 +373,49 @@ impl<'a> Context<'a> {
     }
 }
 
+/// A server under load, sampled: its process tree's memory through the run, and its CPU
+/// time and both sides' CPUs at the window's edges.
+struct Sampled<'c> {
+    pid: u32,
+    /// The point's server CPUs.
+    server: &'c CpuSet,
+    /// The CPUs the load threads run on.
+    client: &'c CpuSet,
+    ready_memory: Memory,
+}
+
+impl Sampled<'_> {
+    /// Runs `load`, which must call the callback it is given when the timed window opens (as
+    /// `load::run_with` does) and return when it closes; fills `trial` from the report and
+    /// the edges.
+    fn run<L>(&self, trial: &mut Trial, load: L) -> Result<(), String>
+    where
+        L: FnOnce(&mut dyn FnMut()) -> Result<Report, load::Error>,
+    {
+        let (pid, ready_memory) = (self.pid, self.ready_memory);
+        let stop = AtomicBool::new(false);
+        let mut start = None;
+        let (result, end, peak) = std::thread::scope(|s| {
+            let sampler = s.spawn(|| peak_memory(pid, ready_memory, &stop));
+            let (server_side, client_side) = (self.server.ids(), self.client.ids());
+            let result = load(&mut || {
+                start = Some(Edge::read(pid, server_side, client_side));
+            });
+            let end = Edge::read(pid, server_side, client_side);
+            stop.store(true, Ordering::Relaxed);
+            (result, end, sampler.join().unwrap_or(ready_memory))
+        });
+        trial.peak_memory = Some(peak);
+        let report = result.map_err(|e| format!("the load run did not start: {e}"))?;
+        if let Some(start) = start {
+            window(trial, &start, &end, self.server);
+        }
+        trial.latency_cdf = report.latency_cdf.clone();
+        trial.report = Some(report);
+        Ok(())
+    }
+}
+
 /// Fills `trial`'s CPU and window figures from the window's edge readings.
 fn window(trial: &mut Trial, start: &Edge, end: &Edge, cpus: &CpuSet) {
     let hz = clock_ticks_per_sec() as f64;
@@ -375,10 +450,37 @@ fn peak_memory(pid: u32, ready: Memory, stop: &AtomicBool) -> Memory {
     peak
 }
 
-/// A port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0). A fresh
+/// A port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0), and with
+/// `udp` also one no UDP socket holds (HTTP/3 takes the TLS port's number over UDP). A fresh
 /// one per trial keeps a server from meeting the last one's TIME_WAIT connections.
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+fn free_port(udp: bool) -> std::io::Result<u16> {
+    /// Kernel picks to try for one free over UDP too; a clash is rare, ten in a row is not.
+    const TRIES: usize = 10;
+    let mut last = None;
+    for _ in 0..TRIES {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        if !udp {
+            return Ok(port);
+        }
+        match UdpSocket::bind((Ipv4Addr::LOCALHOST, port)) {
+            Ok(_) => return Ok(port),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no port free over TCP and UDP")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_h3_port_is_free_over_udp_as_well_as_tcp() {
+        let port = free_port(true).expect("port");
+        let _tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("tcp");
+        let _udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).expect("udp");
+        assert_ne!(free_port(false).expect("port"), port, "taken now");
+    }
 }
