@@ -33,6 +33,8 @@ pub(crate) enum Topic {
     Sites,
     /// HTTP/2 negotiation and its per-connection limits.
     Http2,
+    /// HTTP/3 over QUIC, its limits and how it is advertised.
+    Http3,
     /// The admin listener.
     Admin,
     /// What servery writes about itself.
@@ -41,7 +43,7 @@ pub(crate) enum Topic {
 
 impl Topic {
     /// Every topic, in the order of `--help`, `servery help` and the man page.
-    pub(crate) const ALL: [Topic; 11] = [
+    pub(crate) const ALL: [Topic; 12] = [
         Topic::Listeners,
         Topic::Workers,
         Topic::Lifecycle,
@@ -51,6 +53,7 @@ impl Topic {
         Topic::Tls,
         Topic::Sites,
         Topic::Http2,
+        Topic::Http3,
         Topic::Admin,
         Topic::Logging,
     ];
@@ -67,6 +70,7 @@ impl Topic {
             Topic::Tls => "tls",
             Topic::Sites => "sites",
             Topic::Http2 => "http2",
+            Topic::Http3 => "http3",
             Topic::Admin => "admin",
             Topic::Logging => "logging",
         }
@@ -89,6 +93,7 @@ impl Topic {
             Topic::Tls => "TLS",
             Topic::Sites => "Sites",
             Topic::Http2 => "HTTP/2",
+            Topic::Http3 => "HTTP/3",
             Topic::Admin => "Admin",
             Topic::Logging => "Logging",
         }
@@ -108,6 +113,7 @@ impl Topic {
             Topic::Tls => "TLS listeners, their certificate and session tickets",
             Topic::Sites => "virtual hosts ([[site]]), unknown hosts, and ACME certificates",
             Topic::Http2 => "HTTP/2 by ALPN and h2c, and its per-connection limits",
+            Topic::Http3 => "HTTP/3 over QUIC on the TLS ports, its limits and Alt-Svc",
             Topic::Admin => "the admin listener: /healthz, /readyz, /metrics",
             Topic::Logging => "what servery writes about itself, and where",
         }
@@ -219,6 +225,17 @@ impl Topic {
                  it is sent GOAWAY. Body, send and keep-alive timeouts are \
                  the limits topic's, shared with HTTP/1.1."
             }
+            Topic::Http3 => {
+                "HTTP/3 is served over QUIC on the UDP port of every TLS \
+                 listener (--h3 on, the default), by the same workers: each \
+                 has its own UDP socket, and a classic BPF program sends every \
+                 datagram to the worker its connection ID names. HTTP/1.1 and \
+                 HTTP/2 answers on those listeners carry Alt-Svc so browsers \
+                 find it (--alt-svc-max-age). The h3 flags bound what one \
+                 connection may open and send ahead; a reload keeps every \
+                 QUIC connection, the new workers handing the old ones their \
+                 datagrams until they close."
+            }
             Topic::Admin => {
                 "--admin ADDR serves /healthz (200 while the process runs), \
                  /readyz (503 while starting or draining) and /metrics \
@@ -254,6 +271,7 @@ impl Topic {
             Topic::Tls => "docs/tls.md",
             Topic::Sites => "docs/sites.md",
             Topic::Http2 => "docs/http2.md",
+            Topic::Http3 => "docs/http3.md",
             Topic::Admin => "docs/operations.md (Admin endpoint and metrics)",
             Topic::Logging => "docs/operations.md (Access log)",
         }
@@ -337,6 +355,9 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("alpn", Topic::Http2),
     ("h2c", Topic::Http2),
     ("h2_*", Topic::Http2),
+    ("h3", Topic::Http3),
+    ("h3_*", Topic::Http3),
+    ("alt_svc_max_age", Topic::Http3),
     ("admin", Topic::Admin),
     ("compress", Topic::Compression),
     ("compress_types", Topic::Compression),

@@ -28,11 +28,19 @@ pub const DEFAULT_H3_IDLE_TIMEOUT_S: f64 = 30.0;
 pub const DEFAULT_H3_STREAM_WINDOW_BYTES: u64 = 256 * 1024;
 /// The same for all streams of one connection.
 pub const DEFAULT_H3_CONNECTION_WINDOW_BYTES: u64 = 1024 * 1024;
+/// Handshakes in progress on one worker past which a new client's first
+/// packet is answered with a Retry (RFC 9000 §8.1.2): it must echo a token
+/// from its own address before the worker spends a handshake on it, so a
+/// flood from spoofed addresses costs one stateless packet each. Below it,
+/// handshakes start at once (a round trip saved), as in every peer.
+pub const DEFAULT_H3_RETRY_THRESHOLD: u64 = 64;
 /// How long a browser may keep using the advertised HTTP/3 port.
 pub const DEFAULT_ALT_SVC_MAX_AGE_S: f64 = 86_400.0;
 
 /// `--h3-max-streams`.
 pub(crate) const STREAMS: std::ops::RangeInclusive<usize> = 1..=4096;
+/// `--h3-retry-threshold`: 0 (every new client is asked to retry) up.
+pub(crate) const RETRY_THRESHOLD: std::ops::RangeInclusive<usize> = 0..=1_000_000;
 /// `--h3-stream-window-bytes`: a packet's worth to 16 MiB.
 pub(crate) const STREAM_WINDOW_BYTES: std::ops::RangeInclusive<usize> =
     16 * 1024..=16 * 1024 * 1024;

@@ -449,6 +449,12 @@ settings! {
             or(http3::DEFAULT_H3_CONNECTION_WINDOW_BYTES, within(http3::CONNECTION_WINDOW_BYTES)),
             h3 connection_window_bytes,
             shown |c| c.conn.http3.connection_window_bytes;
+        /// QUIC handshakes in progress per worker past which new clients must prove their address (Retry).
+        #[arg(long, value_name = "N")]
+        h3_retry_threshold: Option<u64> => usize =
+            or(http3::DEFAULT_H3_RETRY_THRESHOLD, within(http3::RETRY_THRESHOLD)),
+            h3 retry_threshold,
+            shown |c| c.conn.http3.retry_threshold;
         /// How long browsers may remember the HTTP/3 port (`Alt-Svc`'s `ma`).
         #[arg(long, value_name = "DURATION")]
         alt_svc_max_age: Option<Seconds> => Duration =

@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 27] = [
+    let series: [Series; 28] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -239,6 +239,12 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "Datagrams handed to no worker: their owner is gone or its inbox was full.",
             |s| WorkerStats::get(&s.quic_lost),
+        ),
+        (
+            "servery_h3_retries_total",
+            "counter",
+            "QUIC clients sent a Retry before their handshake (past --h3-retry-threshold).",
+            |s| WorkerStats::get(&s.h3_retries),
         ),
         (
             "servery_handler_panics_total",

@@ -113,6 +113,8 @@ pub struct WorkerStats {
     pub quic_handed: AtomicU64,
     /// Datagrams handed to no worker: their owner is gone or its inbox was full.
     pub quic_lost: AtomicU64,
+    /// QUIC clients sent a Retry before their handshake (past `--h3-retry-threshold`).
+    pub h3_retries: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -366,6 +368,8 @@ pub struct Snapshot {
     pub quic_handed: u64,
     #[serde(default)]
     pub quic_lost: u64,
+    #[serde(default)]
+    pub h3_retries: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -428,6 +432,7 @@ impl Snapshot {
             quic_misrouted: WorkerStats::get(&stats.quic_misrouted),
             quic_handed: WorkerStats::get(&stats.quic_handed),
             quic_lost: WorkerStats::get(&stats.quic_lost),
+            h3_retries: WorkerStats::get(&stats.h3_retries),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -473,6 +478,7 @@ impl Snapshot {
         self.quic_misrouted += other.quic_misrouted;
         self.quic_handed += other.quic_handed;
         self.quic_lost += other.quic_lost;
+        self.h3_retries += other.h3_retries;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -531,6 +537,7 @@ impl Snapshot {
         stats.quic_misrouted.store(self.quic_misrouted, Relaxed);
         stats.quic_handed.store(self.quic_handed, Relaxed);
         stats.quic_lost.store(self.quic_lost, Relaxed);
+        stats.h3_retries.store(self.h3_retries, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

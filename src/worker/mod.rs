@@ -443,8 +443,11 @@ fn start_quic<H: crate::app::Service>(
             endpoint,
             server,
             ctx.stats.clone(),
-            settings.max_connections.get(),
-            settings.tls_handshake_timeout,
+            quic::Limits {
+                max_connections: settings.max_connections.get(),
+                handshake_timeout: settings.tls_handshake_timeout,
+                retry_threshold: settings.http3.retry_threshold,
+            },
             socket.port(),
         );
         accepting.set(accepting.get() + 1);

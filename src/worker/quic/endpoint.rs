@@ -11,9 +11,13 @@
 //! touched, what received a datagram and what a timer is due for.
 //!
 //! Bounds: `--max-connections` connections per worker (past it a new one is
-//! refused with CONNECTION_REFUSED); a handshake not done within
-//! `--tls-handshake-timeout` is closed; everything else a connection may
-//! hold is quinn-proto's, bounded by the transport settings (`super::config`).
+//! refused with CONNECTION_REFUSED); past `--h3-retry-threshold` handshakes
+//! in progress a client whose address is not validated is sent a Retry
+//! first (a stateless packet; quinn-proto keeps the 3x anti-amplification
+//! limit until the address is validated either way); a handshake not done
+//! within `--tls-handshake-timeout` is closed; everything else a
+//! connection may hold is quinn-proto's, bounded by the transport settings
+//! (`super::config`).
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -40,14 +44,24 @@ pub(crate) struct Quic {
     /// The driver, waiting for touched connections, datagrams or a timer.
     driver: Cell<Option<Waker>>,
     draining: Cell<bool>,
+    limits: Limits,
     /// A newer generation reads this endpoint's socket now; its datagrams
     /// come through the inbox (`forward`).
     handed_over: Cell<bool>,
     stats: Arc<WorkerStats>,
-    max_connections: usize,
-    handshake_timeout: Duration,
     /// The UDP port.
     port: u16,
+}
+
+/// What the endpoint enforces itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// `--max-connections`.
+    pub(crate) max_connections: usize,
+    /// `--tls-handshake-timeout`.
+    pub(crate) handshake_timeout: Duration,
+    /// `--h3-retry-threshold`.
+    pub(crate) retry_threshold: usize,
 }
 
 struct Inner {
@@ -60,6 +74,8 @@ struct Inner {
     touched: Vec<ConnectionHandle>,
     /// Connections whose handshake completed, for the driver to serve.
     connected: Vec<ConnectionHandle>,
+    /// Connections still in their handshake.
+    handshaking: usize,
 }
 
 /// One connection and who waits on it.
@@ -114,8 +130,7 @@ impl Quic {
     pub(super) fn new(
         endpoint: Endpoint,
         stats: Arc<WorkerStats>,
-        max_connections: usize,
-        handshake_timeout: Duration,
+        limits: Limits,
         port: u16,
     ) -> Quic {
         Quic {
@@ -125,13 +140,13 @@ impl Quic {
                 timers: BinaryHeap::new(),
                 touched: Vec::new(),
                 connected: Vec::new(),
+                handshaking: 0,
             }),
             driver: Cell::new(None),
             draining: Cell::new(false),
             handed_over: Cell::new(false),
             stats,
-            max_connections,
-            handshake_timeout,
+            limits,
             port,
         }
     }
@@ -223,14 +238,28 @@ impl Quic {
             }
             DatagramEvent::Response(transmit) => Some(Response { transmit }),
             DatagramEvent::NewConnection(incoming) => {
-                if self.draining.get() || inner.conns.len() >= self.max_connections {
+                if self.draining.get() || inner.conns.len() >= self.limits.max_connections {
                     WorkerStats::add(&self.stats.h3_refused, 1);
                     let transmit = inner.endpoint.refuse(incoming, buf);
                     return Some(Response { transmit });
                 }
+                if inner.handshaking >= self.limits.retry_threshold
+                    && !incoming.remote_address_validated()
+                    && incoming.may_retry()
+                {
+                    WorkerStats::add(&self.stats.h3_retries, 1);
+                    return match inner.endpoint.retry(incoming, buf) {
+                        Ok(transmit) => Some(Response { transmit }),
+                        Err(e) => {
+                            inner.endpoint.ignore(e.into_incoming());
+                            None
+                        }
+                    };
+                }
                 match inner.endpoint.accept(incoming, now, buf, None) {
                     Ok((h, conn)) => {
-                        let deadline = now + self.handshake_timeout;
+                        inner.handshaking += 1;
+                        let deadline = now + self.limits.handshake_timeout;
                         inner.conns.insert(
                             h,
                             Slot {
@@ -276,6 +305,7 @@ impl Quic {
             }
             if slot.handshake_deadline.is_some_and(|d| d <= now) {
                 slot.handshake_deadline = None;
+                inner.handshaking -= 1;
                 if slot.conn.is_handshaking() {
                     WorkerStats::add(&self.stats.h3_handshake_timeouts, 1);
                     slot.conn.close(
@@ -324,7 +354,9 @@ impl Quic {
                 Event::HandshakeDataReady | Event::DatagramReceived | Event::DatagramsUnblocked => {
                 }
                 Event::Connected => {
-                    slot.handshake_deadline = None;
+                    if slot.handshake_deadline.take().is_some() {
+                        inner.handshaking -= 1;
+                    }
                     inner.connected.push(h);
                 }
                 Event::ConnectionLost { reason } => {
@@ -351,6 +383,9 @@ impl Quic {
         }
         if drained {
             if let Some(mut slot) = inner.conns.remove(&h) {
+                if slot.handshake_deadline.is_some() {
+                    inner.handshaking -= 1;
+                }
                 slot.wakers.all();
             }
             if self.draining.get() && inner.conns.is_empty() {

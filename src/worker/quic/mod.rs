@@ -52,7 +52,7 @@ use crate::choice::choice;
 use crate::quic::cid::{Owner, WorkerCids};
 use crate::quic::steer::{self, Route};
 use crate::telemetry::WorkerStats;
-pub(crate) use endpoint::{Quic, H3_NO_ERROR};
+pub(crate) use endpoint::{Limits, Quic, H3_NO_ERROR};
 pub(crate) use forward::{Inbox, Post};
 pub(crate) use streams::Conn;
 use udp::{RecvBufs, Udp};
@@ -81,6 +81,8 @@ pub struct Http3Conn {
     pub stream_window_bytes: usize,
     /// `--h3-connection-window-bytes`.
     pub connection_window_bytes: usize,
+    /// `--h3-retry-threshold`.
+    pub retry_threshold: usize,
     /// `--alt-svc-max-age`.
     pub alt_svc_max_age: Duration,
 }
@@ -161,18 +163,11 @@ pub(crate) fn endpoint(
     endpoint: EndpointConfig,
     server: ServerConfig,
     stats: Arc<WorkerStats>,
-    max_connections: usize,
-    handshake_timeout: Duration,
+    limits: endpoint::Limits,
     port: u16,
 ) -> Rc<Quic> {
     let e = quinn_proto::Endpoint::new(Arc::new(endpoint), Some(Arc::new(server)), true, None);
-    Rc::new(Quic::new(
-        e,
-        stats,
-        max_connections,
-        handshake_timeout,
-        port,
-    ))
+    Rc::new(Quic::new(e, stats, limits, port))
 }
 
 /// Take a UDP socket for the driver.

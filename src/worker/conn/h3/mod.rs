@@ -7,8 +7,11 @@
 //!    [`serve`] runs `h3`'s server side on it (SETTINGS, the control and
 //!    QPACK streams) and accepts request streams, each answered by a task
 //!    of its own (`stream`).
-//! 2. At a drain the connection sends GOAWAY (`h3`'s `shutdown`), answers
-//!    the requests it had accepted and closes with H3_NO_ERROR.
+//! 2. At a drain the connection sends GOAWAY (`h3`'s `shutdown`: no
+//!    request after those it accepted), answers the requests it had
+//!    accepted and then closes with H3_NO_ERROR; a request the client sent
+//!    meanwhile was not processed, and the client sends it again elsewhere
+//!    (RFC 9114 §5.2).
 //! 3. The connection ends when the client closes it, at the idle timeout
 //!    (QUIC's), or at the drain deadline (the worker cuts what is left).
 //!
@@ -66,12 +69,19 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
         enum Next<R> {
             Request(R),
             Drain,
+            Drained,
         }
         let next = {
             let accept = h3.accept();
             let mut accept = std::pin::pin!(accept);
             poll_fn(|cx| {
-                if !draining && watch.poll_drain(cx).is_ready() {
+                if draining {
+                    // Every accepted request answered: close.
+                    if Rc::strong_count(&watch) == 1 {
+                        return Poll::Ready(Next::Drained);
+                    }
+                    watch.park(cx);
+                } else if watch.poll_drain(cx).is_ready() {
                     return Poll::Ready(Next::Drain);
                 }
                 accept.as_mut().poll(cx).map(Next::Request)
@@ -79,6 +89,7 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
             .await
         };
         match next {
+            Next::Drained => break,
             Next::Drain => {
                 draining = true;
                 // GOAWAY: no request after those accepted (RFC 9114 §5.2).

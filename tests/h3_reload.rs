@@ -1,0 +1,170 @@
+//! HTTP/3 across reloads (issue 27): 20 SIGHUPs while clients keep QUIC
+//! connections open and others open fresh ones, in both isolations. The
+//! new generation takes the very UDP sockets; datagrams of the old
+//! generation's connections are handed to it until they close; no request
+//! fails and no connection is closed with an error.
+//!
+//! What a client may do and still count as served (RFC 9114 §5.2, §4.1.1):
+//! a request the server never processed, refused with H3_REQUEST_REJECTED
+//! or not sent because the connection is going away (GOAWAY), is sent
+//! again on a new connection. Anything else is a failure: a timeout, a
+//! reset of a request the server took, a wrong answer, or a connection
+//! closed with any code but H3_NO_ERROR.
+//!
+//! One test at a time (a reload under load is timing-sensitive).
+
+#[macro_use]
+mod common;
+#[path = "common/quic.rs"]
+mod quic;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::TestServer;
+
+static ALONE: Mutex<()> = Mutex::new(());
+
+/// What the clients saw.
+#[derive(Debug, Default)]
+struct Tally {
+    ok: u64,
+    /// Requests sent again: refused unprocessed, or not sent (GOAWAY).
+    again: u64,
+    /// Connections closed by the server with H3_NO_ERROR after a GOAWAY.
+    drained: u64,
+    failures: Vec<String>,
+}
+
+/// How a request's error reads: one the server never processed (safe to
+/// send again on a new connection), or a failure.
+fn unprocessed(e: &str) -> bool {
+    e.contains("REQUEST_REJECTED")
+        || e.starts_with("send:")
+        || e.contains("H3_NO_ERROR")
+        || e.contains("going away")
+}
+
+/// The close of `quic`, if it was not a graceful one.
+fn abnormal(quic: &quinn::Connection) -> Option<String> {
+    match quic.close_reason()? {
+        quinn::ConnectionError::ApplicationClosed(c) if c.error_code.into_inner() == 0x100 => None,
+        quinn::ConnectionError::LocallyClosed => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// A client on one connection at a time, GETting in a loop; `fresh`
+/// opens a new connection (from a new port) for every request.
+fn client(addr: SocketAddr, stop: Arc<AtomicBool>, fresh: bool) -> Tally {
+    let c = quic::Client::new();
+    let mut t = Tally::default();
+    c.rt.block_on(async {
+        let mut conn: Option<quic::Conn> = None;
+        while !stop.load(Ordering::Relaxed) {
+            if conn.is_none() {
+                if fresh {
+                    c.rebind();
+                }
+                match c.connect_async(addr).await {
+                    Ok(new) => conn = Some(new),
+                    Err(e) => {
+                        t.failures.push(format!("connect: {e}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(live) = conn.as_mut() else { continue };
+            match live.get("/small.txt", &[]).await {
+                Ok(a) if a.status == 200 && a.body == b"small\n" => t.ok += 1,
+                Ok(a) => t
+                    .failures
+                    .push(format!("answer: {} {:?}", a.status, a.body)),
+                Err(e) if unprocessed(&e) => {
+                    t.again += 1;
+                    if let Some(old) = conn.take() {
+                        // Let its close arrive, then judge it.
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(5), old.quic.closed()).await;
+                        match abnormal(&old.quic) {
+                            None => t.drained += 1,
+                            Some(why) => t.failures.push(format!("closed: {why}")),
+                        }
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    t.failures.push(format!("request: {e}"));
+                    if let Some(old) = conn.take() {
+                        if let Some(why) = abnormal(&old.quic) {
+                            t.failures.push(format!("closed: {why}"));
+                        }
+                    }
+                    continue;
+                }
+            }
+            if fresh {
+                if let Some(old) = conn.take() {
+                    old.close();
+                }
+            }
+        }
+    });
+    t
+}
+
+fn reloads_under_h3_load_fail_no_request(isolation: &str) {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let root = common::docroot(0);
+    let server = TestServer::builder()
+        .root(root.path())
+        .tls_self_signed()
+        .isolation(isolation)
+        .args(&["--workers", "2", "--drain-timeout", "10"])
+        .env("RUST_LOG", "warn,servery::supervisor=info")
+        .start();
+    let addr = server.https();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || client(addr, stop, i >= 2))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for n in 1..=20 {
+        server.signal(nix::sys::signal::Signal::SIGHUP);
+        let done = common::wait_until(Duration::from_secs(10), || {
+            server.stderr().matches("reload complete").count() >= n
+        });
+        assert!(done, "reload {n} did not complete:\n{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The last generations' connections go on: a few more requests.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Tally::default();
+    for c in clients {
+        let t = c.join().expect("client panicked");
+        all.ok += t.ok;
+        all.again += t.again;
+        all.drained += t.drained;
+        all.failures.extend(t.failures);
+    }
+    eprintln!(
+        "20 reloads ({isolation}) under HTTP/3: ok {} sent again {} drained connections {} failed {}",
+        all.ok,
+        all.again,
+        all.drained,
+        all.failures.len()
+    );
+    assert!(all.ok > 100, "{all:?}");
+    assert!(all.failures.is_empty(), "{:?}", all.failures);
+    // Long-lived connections were drained by GOAWAY, not cut.
+    assert!(all.drained > 0, "{all:?}");
+}
+
+variant_tests!([threads = "thread", processes = "process"][reloads_under_h3_load_fail_no_request]);
