@@ -28,6 +28,12 @@ pub const DEFAULT_H3_IDLE_TIMEOUT_S: f64 = 30.0;
 pub const DEFAULT_H3_STREAM_WINDOW_BYTES: u64 = 256 * 1024;
 /// The same for all streams of one connection.
 pub const DEFAULT_H3_CONNECTION_WINDOW_BYTES: u64 = 1024 * 1024;
+/// Requests a client may reset (or stop reading) per connection within
+/// 10 s: QUIC gives a client's stream credit back as streams close, so
+/// without it one connection could open and cancel requests as fast as its
+/// link allows, each costing the worker a dispatch (HTTP/2's rapid reset,
+/// CVE-2023-44487, in HTTP/3's clothes). The same as `--h2-max-resets`.
+pub const DEFAULT_H3_MAX_RESETS: u64 = 200;
 /// Handshakes in progress on one worker past which a new client's first
 /// packet is answered with a Retry (RFC 9000 §8.1.2): it must echo a token
 /// from its own address before the worker spends a handshake on it, so a
@@ -39,6 +45,8 @@ pub const DEFAULT_ALT_SVC_MAX_AGE_S: f64 = 86_400.0;
 
 /// `--h3-max-streams`.
 pub(crate) const STREAMS: std::ops::RangeInclusive<usize> = 1..=4096;
+/// `--h3-max-resets`.
+pub(crate) const RESETS: std::ops::RangeInclusive<usize> = 1..=1_000_000;
 /// `--h3-retry-threshold`: 0 (every new client is asked to retry) up.
 pub(crate) const RETRY_THRESHOLD: std::ops::RangeInclusive<usize> = 0..=1_000_000;
 /// `--h3-stream-window-bytes`: a packet's worth to 16 MiB.

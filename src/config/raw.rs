@@ -449,6 +449,12 @@ settings! {
             or(http3::DEFAULT_H3_CONNECTION_WINDOW_BYTES, within(http3::CONNECTION_WINDOW_BYTES)),
             h3 connection_window_bytes,
             shown |c| c.conn.http3.connection_window_bytes;
+        /// Requests a client may reset per HTTP/3 connection in 10 s (then it is closed, H3_EXCESSIVE_LOAD).
+        #[arg(long, value_name = "N")]
+        h3_max_resets: Option<u64> => usize =
+            or(http3::DEFAULT_H3_MAX_RESETS, within(http3::RESETS)),
+            h3 max_resets,
+            shown |c| c.conn.http3.max_resets;
         /// QUIC handshakes in progress per worker past which new clients must prove their address (Retry).
         #[arg(long, value_name = "N")]
         h3_retry_threshold: Option<u64> => usize =

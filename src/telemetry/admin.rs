@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 28] = [
+    let series: [Series; 29] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -245,6 +245,12 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "counter",
             "QUIC clients sent a Retry before their handshake (past --h3-retry-threshold).",
             |s| WorkerStats::get(&s.h3_retries),
+        ),
+        (
+            "servery_h3_resets_total",
+            "counter",
+            "HTTP/3 requests the client reset or stopped reading before their answer ended.",
+            |s| WorkerStats::get(&s.h3_resets),
         ),
         (
             "servery_handler_panics_total",

@@ -115,6 +115,8 @@ pub struct WorkerStats {
     pub quic_lost: AtomicU64,
     /// QUIC clients sent a Retry before their handshake (past `--h3-retry-threshold`).
     pub h3_retries: AtomicU64,
+    /// HTTP/3 requests the client reset or stopped reading before their answer ended.
+    pub h3_resets: AtomicU64,
     /// Handler calls that panicked (each answered 500, its connection closed).
     pub handler_panics: AtomicU64,
     /// HTTP/2 connections (by ALPN or the h2c preface).
@@ -370,6 +372,8 @@ pub struct Snapshot {
     pub quic_lost: u64,
     #[serde(default)]
     pub h3_retries: u64,
+    #[serde(default)]
+    pub h3_resets: u64,
     pub handler_panics: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
@@ -433,6 +437,7 @@ impl Snapshot {
             quic_handed: WorkerStats::get(&stats.quic_handed),
             quic_lost: WorkerStats::get(&stats.quic_lost),
             h3_retries: WorkerStats::get(&stats.h3_retries),
+            h3_resets: WorkerStats::get(&stats.h3_resets),
             handler_panics: WorkerStats::get(&stats.handler_panics),
             h2_connections: WorkerStats::get(&stats.h2_connections),
             h2_streams: WorkerStats::get(&stats.h2_streams),
@@ -479,6 +484,7 @@ impl Snapshot {
         self.quic_handed += other.quic_handed;
         self.quic_lost += other.quic_lost;
         self.h3_retries += other.h3_retries;
+        self.h3_resets += other.h3_resets;
         self.handler_panics += other.handler_panics;
         self.h2_connections += other.h2_connections;
         self.h2_streams += other.h2_streams;
@@ -538,6 +544,7 @@ impl Snapshot {
         stats.quic_handed.store(self.quic_handed, Relaxed);
         stats.quic_lost.store(self.quic_lost, Relaxed);
         stats.h3_retries.store(self.h3_retries, Relaxed);
+        stats.h3_resets.store(self.h3_resets, Relaxed);
         stats.handler_panics.store(self.handler_panics, Relaxed);
         stats.h2_connections.store(self.h2_connections, Relaxed);
         stats.h2_streams.store(self.h2_streams, Relaxed);

@@ -90,6 +90,12 @@ impl Client {
         Ok(Conn { quic, send, driver })
     }
 
+    /// Let closed connections send their CONNECTION_CLOSE and drain (the
+    /// runtime only runs inside `block_on`).
+    pub async fn settle(&self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
+    }
+
     /// Move to a new UDP port (a NAT rebinding, as the server sees it).
     pub fn rebind(&self) {
         let _guard = self.rt.enter();
@@ -160,6 +166,21 @@ impl Conn {
         })
     }
 
+    /// Send `req` (no body) and finish its sending side; the stream, to
+    /// read (or abandon) the answer.
+    pub async fn send_only(
+        &mut self,
+        req: http::Request<()>,
+    ) -> Result<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>, String> {
+        let mut s = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        s.finish().await.map_err(|e| format!("finish: {e}"))?;
+        Ok(s)
+    }
+
     /// GET `path` (with `fields`).
     pub async fn get(&mut self, path: &str, fields: &[(&str, &str)]) -> Result<Answer, String> {
         let mut b = http::Request::get(format!("https://localhost{path}"));
@@ -187,6 +208,8 @@ pub fn get_once(client: &Client, addr: SocketAddr, path: &str) -> Result<Answer,
         let mut c = client.connect_async(addr).await?;
         let a = c.get(path, &[]).await;
         c.close();
+        drop(c);
+        client.settle().await;
         a
     })
 }

@@ -222,6 +222,10 @@ impl Quic {
     ) -> Option<Response> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
+        // quinn-proto appends what it answers to `buf` and says its size:
+        // it must start empty, or an answer would carry the last one's
+        // bytes before its own.
+        buf.clear();
         let event = inner
             .endpoint
             .handle(now, remote, local_ip, ecn, BytesMut::from(data), buf)?;

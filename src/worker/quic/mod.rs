@@ -54,7 +54,7 @@ use crate::quic::steer::{self, Route};
 use crate::telemetry::WorkerStats;
 pub(crate) use endpoint::{Limits, Quic, H3_NO_ERROR};
 pub(crate) use forward::{Inbox, Post};
-pub(crate) use streams::Conn;
+pub(crate) use streams::{Conn, Watch};
 use udp::{RecvBufs, Udp};
 
 choice! {
@@ -83,6 +83,9 @@ pub struct Http3Conn {
     pub connection_window_bytes: usize,
     /// `--h3-retry-threshold`.
     pub retry_threshold: usize,
+    /// `--h3-max-resets`: client resets per connection in `conn::h3`'s
+    /// window.
+    pub max_resets: usize,
     /// `--alt-svc-max-age`.
     pub alt_svc_max_age: Duration,
 }

@@ -15,6 +15,11 @@
 //! 3. The connection ends when the client closes it, at the idle timeout
 //!    (QUIC's), or at the drain deadline (the worker cuts what is left).
 //!
+//! A client that resets (or stops reading) more than `--h3-max-resets`
+//! requests in [`RESET_WINDOW`] has its connection closed with
+//! H3_EXCESSIVE_LOAD: QUIC returns stream credit as streams end, so stream
+//! limits alone do not bound how fast requests can be opened and cancelled.
+//!
 //! Limits are QUIC's (`--h3-max-streams`, the receive windows; see
 //! `worker::quic::config`) and HTTP/3's: a request's field section is at
 //! most `--max-head-bytes` decoded (SETTINGS_MAX_FIELD_SECTION_SIZE), and
@@ -23,13 +28,47 @@
 
 mod stream;
 
+use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::rc::Rc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use super::Ctx;
 use crate::app::{Alpn, Connection, Service, Tls};
-use crate::worker::quic::{Conn, H3_NO_ERROR};
+use crate::telemetry::WorkerStats;
+use crate::worker::quic::{Conn, Watch, H3_NO_ERROR};
+
+/// The window `--h3-max-resets` counts over.
+pub(crate) const RESET_WINDOW: Duration = Duration::from_secs(10);
+/// H3_EXCESSIVE_LOAD (RFC 9114 §8.1).
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
+
+/// What a connection's request tasks share with it.
+pub(super) struct Shared {
+    watch: Watch,
+    /// Client resets in the current window: (its start, how many).
+    resets: Cell<Option<(Instant, usize)>>,
+    max_resets: usize,
+}
+
+impl Shared {
+    /// A request was reset or abandoned by the client: count it; past the
+    /// limit, close the connection.
+    pub(super) fn reset_by_client(&self, stats: &WorkerStats) {
+        WorkerStats::add(&stats.h3_resets, 1);
+        let now = Instant::now();
+        let (start, n) = match self.resets.get() {
+            Some((start, n)) if now.duration_since(start) < RESET_WINDOW => (start, n + 1),
+            _ => (now, 1),
+        };
+        self.resets.set(Some((start, n)));
+        if n == self.max_resets + 1 {
+            tracing::debug!(resets = n, "HTTP/3 client resets past the limit; closing");
+            self.watch.close(H3_EXCESSIVE_LOAD);
+        }
+    }
+}
 
 /// Serve one HTTP/3 connection until it ends.
 pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
@@ -50,7 +89,11 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
         }),
         local_port: conn.local_port(),
     };
-    let watch = Rc::new(conn.watch());
+    let watch = Rc::new(Shared {
+        watch: conn.watch(),
+        resets: Cell::new(None),
+        max_resets: ctx.settings.http3.max_resets,
+    });
     let limits = &ctx.settings.limits;
     let built = h3::server::builder()
         .max_field_section_size(limits.max_head_bytes as u64)
@@ -80,8 +123,8 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
                     if Rc::strong_count(&watch) == 1 {
                         return Poll::Ready(Next::Drained);
                     }
-                    watch.park(cx);
-                } else if watch.poll_drain(cx).is_ready() {
+                    watch.watch.park(cx);
+                } else if watch.watch.poll_drain(cx).is_ready() {
                     return Poll::Ready(Next::Drain);
                 }
                 accept.as_mut().poll(cx).map(Next::Request)
@@ -104,10 +147,10 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
                 let watch = watch.clone();
                 monoio::spawn(async move {
                     match resolver.resolve_request().await {
-                        Ok((req, stream)) => stream::answer(&ctx, req, stream, facts).await,
+                        Ok((req, stream)) => stream::answer(&ctx, &watch, req, stream, facts).await,
                         Err(e) => tracing::debug!(error = %e, "HTTP/3 request refused"),
                     }
-                    watch.wake();
+                    watch.watch.wake();
                 });
             }
             Next::Request(Ok(None)) => break,
@@ -124,11 +167,11 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
         if Rc::strong_count(&watch) == 1 {
             Poll::Ready(())
         } else {
-            watch.park(cx);
+            watch.watch.park(cx);
             Poll::Pending
         }
     })
     .await;
     drop(h3);
-    watch.close(H3_NO_ERROR as u64);
+    watch.watch.close(H3_NO_ERROR as u64);
 }

@@ -32,6 +32,7 @@ use h3::server::RequestStream;
 use super::super::dispatch::{self, poll_caught};
 use super::super::logged::Captured;
 use super::super::{fields, heads, Ctx};
+use super::Shared;
 use crate::app::body::Feed;
 use crate::app::response::{from_static, Kind};
 use crate::app::{into_body, Body, BodyError, Connection, Request, RequestBody, Service};
@@ -78,6 +79,7 @@ impl Drop for Logged<'_> {
 /// Answer one request on its stream.
 pub(super) async fn answer<H: Service>(
     ctx: &Ctx<H>,
+    shared: &Shared,
     req: http::Request<()>,
     stream: Stream,
     facts: Connection,
@@ -108,7 +110,9 @@ pub(super) async fn answer<H: Service>(
     if let Some(refusal) = refused {
         ctx.stats.request(Protocol::Http3);
         let resp = from_static(on_error(&refusal));
-        let _ = send(ctx, &mut stream, resp, head_only, tally).await;
+        if let Err(Gone::Reset) = send(ctx, &mut stream, resp, head_only, tally).await {
+            shared.reset_by_client(&ctx.stats);
+        }
         return;
     }
     if H::BORROWS_HEADS {
@@ -125,13 +129,20 @@ pub(super) async fn answer<H: Service>(
                     Some(r) => from_static(on_error(&r)),
                     None => return,
                 },
-                Err(None) => return,
+                Err(None) => {
+                    shared.reset_by_client(&ctx.stats);
+                    return;
+                }
             };
-            let _ = send(ctx, &mut stream, resp, head_only, tally).await;
+            if let Err(Gone::Reset) = send(ctx, &mut stream, resp, head_only, tally).await {
+                shared.reset_by_client(&ctx.stats);
+            }
             return;
         }
     }
-    call(ctx, parts, stream, facts, tally).await;
+    if let Err(Gone::Reset) = call(ctx, parts, stream, facts, tally).await {
+        shared.reset_by_client(&ctx.stats);
+    }
 }
 
 /// Answer through the service's `call`, its body fed as it is pulled.
@@ -141,7 +152,7 @@ async fn call<H: Service>(
     stream: Stream,
     facts: Connection,
     tally: Option<&Tally>,
-) {
+) -> Result<(), Gone> {
     let head_only = parts.method == http::Method::HEAD;
     let (mut send_half, recv_half) = stream.split();
     let failed: Cell<Option<BodyError>> = Cell::new(None);
@@ -156,8 +167,7 @@ async fn call<H: Service>(
     let request = Request::new(parts, body, facts);
     let Some(call) = dispatch::start(ctx, request, Protocol::Http3) else {
         let resp = from_static(on_error(&Refusal::HandlerPanicked));
-        let _ = send(ctx, &mut send_half, resp, head_only, tally).await;
-        return;
+        return send(ctx, &mut send_half, resp, head_only, tally).await;
     };
     let mut call = pin!(call);
     let called = poll_fn(|cx| {
@@ -179,13 +189,13 @@ async fn call<H: Service>(
     };
     // The body may still be read while the response goes out (an echo).
     let mut sending = pin!(send(ctx, &mut send_half, resp, head_only, tally));
-    let _ = poll_fn(|cx| {
+    poll_fn(|cx| {
         if !fed && feeding.as_mut().poll(cx).is_ready() {
             fed = true;
         }
         sending.as_mut().poll(cx)
     })
-    .await;
+    .await
 }
 
 /// Feed a request body to its reader, one DATA frame per want.
@@ -273,8 +283,21 @@ fn refusal_of(e: BodyError) -> Option<Refusal> {
     }
 }
 
-/// A stream that cannot take more: the client left or reset it.
-struct Gone;
+/// Why a response did not go out whole.
+enum Gone {
+    /// The client reset the stream or stopped reading it.
+    Reset,
+    /// The connection ended, or we ended the stream.
+    Ended,
+}
+
+/// What an `h3` error on a request stream means.
+fn gone(e: h3::error::StreamError) -> Gone {
+    match e {
+        h3::error::StreamError::RemoteTerminate { .. } => Gone::Reset,
+        _ => Gone::Ended,
+    }
+}
 
 /// Send `resp` on `stream` and end it.
 async fn send<H, S>(
@@ -300,7 +323,7 @@ where
         t.status.set(parts.status.as_u16());
     }
     let head = http::Response::from_parts(parts, ());
-    stream.send_response(head).await.map_err(|_| Gone)?;
+    stream.send_response(head).await.map_err(gone)?;
     if !bodiless {
         match body.kind {
             Kind::Empty => {}
@@ -309,7 +332,7 @@ where
             Kind::Stream(s) => Box::pin(send_stream(stream, s, tally)).await?,
         }
     }
-    stream.finish().await.map_err(|_| Gone)
+    stream.finish().await.map_err(gone)
 }
 
 /// Hand `data` over in pieces of at most [`PIECE_BYTES`].
@@ -321,7 +344,7 @@ async fn put<S: h3::quic::SendStream<Bytes>>(
     while !data.is_empty() {
         let piece = data.split_to(data.len().min(PIECE_BYTES));
         let n = piece.len() as u64;
-        stream.send_data(piece).await.map_err(|_| Gone)?;
+        stream.send_data(piece).await.map_err(gone)?;
         if let Some(t) = tally {
             t.bytes.set(t.bytes.get() + n);
         }
@@ -348,7 +371,7 @@ async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
                         Ok(0) | Err(_) => {
                             tracing::warn!("file ended or failed before its range; stream reset");
                             stream.stop_stream(h3::error::Code::from(INTERNAL_ERROR));
-                            return Err(Gone);
+                            return Err(Gone::Ended);
                         }
                         Ok(got) => {
                             offset += got as u64;
@@ -377,14 +400,14 @@ async fn send_stream<S: h3::quic::SendStream<Bytes>>(
                 Ok(data) => put(stream, data, tally).await?,
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
-                        return stream.send_trailers(trailers).await.map_err(|_| Gone);
+                        return stream.send_trailers(trailers).await.map_err(gone);
                     }
                 }
             },
             Some(Err(e)) => {
                 tracing::debug!(error = %e, "response stream failed; stream reset");
                 stream.stop_stream(h3::error::Code::from(REQUEST_CANCELLED));
-                return Err(Gone);
+                return Err(Gone::Ended);
             }
         }
     }

@@ -1,0 +1,335 @@
+//! HTTP/3 under hostile clients (issue 27): each attack gets the answer its
+//! defence promises, a fresh request is still served, and the server's RSS
+//! stays within a bound read from /proc. Under both drivers.
+//!
+//! - garbage datagrams: dropped, nothing held;
+//! - a flood of Initials from many ports that never finish their
+//!   handshakes: past `--h3-retry-threshold` they get a Retry, every port
+//!   is sent at most three times what it sent (anti-amplification), and
+//!   the half-open handshakes end at `--tls-handshake-timeout`;
+//! - more connections than `--max-connections`: refused;
+//! - requests reset as fast as they are opened: the connection is closed
+//!   with H3_EXCESSIVE_LOAD past `--h3-max-resets`;
+//! - request streams left open with half a request: at most
+//!   `--h3-max-streams` of them, each with its head bounded;
+//! - a request head past `--max-head-bytes`: the server's SETTINGS say the
+//!   bound, and a client that knows it cannot send one.
+
+#[macro_use]
+mod common;
+#[path = "common/quic.rs"]
+mod quic;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::http::metric;
+use common::process::rss_bytes;
+use common::TestServer;
+
+fn server(driver: &str, extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+    let root = common::docroot(1024 * 1024);
+    let s = TestServer::builder()
+        .root(root.path())
+        .driver(driver)
+        .tls_self_signed()
+        .admin()
+        .args(extra)
+        .start();
+    (s, root)
+}
+
+fn get(metrics: &str, series: &str) -> f64 {
+    metric(metrics, series).unwrap_or_else(|| panic!("{series}: {metrics}"))
+}
+
+/// A fresh connection's GET answers 200.
+fn still_serves(addr: SocketAddr) {
+    let client = quic::Client::new();
+    let a = quic::get_once(&client, addr, "/small.txt").expect("a fresh request");
+    assert_eq!(a.status, 200);
+}
+
+/// RSS grew by less than `limit` since `before`.
+fn within(server: &TestServer, before: u64, limit: u64, what: &str) {
+    let now = rss_bytes(server.pid());
+    assert!(
+        now < before + limit,
+        "{what}: RSS {before} -> {now} (limit +{limit})"
+    );
+}
+
+/// Datagrams of garbage, shaped and not: dropped, nothing kept.
+fn garbage_datagrams_are_dropped(driver: &str) {
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let sockets: Vec<UdpSocket> = (0..8)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..20_000usize {
+        let len = 1 + (next() % 1400) as usize;
+        let mut d: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        match i % 4 {
+            // A long header of QUIC v1, an Initial, with random rest.
+            0 if len > 7 => {
+                d[0] = 0xc0;
+                d[1..5].copy_from_slice(&1u32.to_be_bytes());
+            }
+            // A short header naming a worker of ours.
+            1 if len > 11 => d[0] = 0x40,
+            // An unknown version (the server may answer version negotiation).
+            2 if len > 7 => {
+                d[0] = 0xc0;
+                d[1..5].copy_from_slice(&0x1a2a_3a4au32.to_be_bytes());
+            }
+            _ => {}
+        }
+        let _ = sockets[i % sockets.len()].send_to(&d, addr);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    still_serves(addr);
+    within(&server, before, 8 << 20, "20,000 garbage datagrams");
+    let metrics = server.metrics();
+    assert_eq!(
+        get(&metrics, "servery_h3_connections_total"),
+        2.0,
+        "{metrics}"
+    );
+}
+
+/// First flights of `n` connections to `addr`, made by quinn-proto (no
+/// I/O): what a flood of handshakes sends.
+fn initials(addr: SocketAddr, n: usize) -> Vec<Vec<u8>> {
+    let mut tls = Arc::unwrap_or_clone(common::tls::trusting_any());
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let crypto = Arc::new(quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).unwrap());
+    let mut ep = quinn_proto::Endpoint::new(
+        Arc::new(quinn_proto::EndpointConfig::default()),
+        None,
+        false,
+        None,
+    );
+    (0..n)
+        .map(|_| {
+            let now = Instant::now();
+            let (_, mut conn) = ep
+                .connect(
+                    now,
+                    quinn_proto::ClientConfig::new(crypto.clone()),
+                    addr,
+                    "localhost",
+                )
+                .unwrap();
+            let mut buf = Vec::new();
+            let t = conn.poll_transmit(now, 1, &mut buf).expect("an Initial");
+            buf.truncate(t.size);
+            buf
+        })
+        .collect()
+}
+
+/// 300 handshakes begun from 300 ports and never finished.
+fn a_handshake_flood_is_retried_bounded_and_timed_out(driver: &str) {
+    let (server, _root) = server(
+        driver,
+        &["--h3-retry-threshold", "16", "--tls-handshake-timeout", "1"],
+    );
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let flights = initials(addr, 300);
+    let sockets: Vec<UdpSocket> = flights
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.send_to(f, addr).unwrap();
+            // In bursts of 50: a flood the socket's buffer takes whole, so
+            // every flight is answered and can be counted.
+            if i % 50 == 49 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // What each port was sent back: never more than three times what it
+    // sent before its address was validated (RFC 9000 §8.1).
+    let mut answered = 0;
+    for (s, f) in sockets.iter().zip(&flights) {
+        s.set_nonblocking(true).unwrap();
+        let mut got = 0;
+        let mut buf = [0u8; 65_536];
+        while let Ok(n) = s.recv(&mut buf) {
+            got += n;
+        }
+        // quinn-proto checks the limit before each flight of handshake
+        // data; its small control packets (ACKs, a CONNECTION_CLOSE) may
+        // pass it by their few bytes.
+        assert!(
+            got <= 3 * f.len() + 256,
+            "{got} bytes sent to a port that sent {}",
+            f.len()
+        );
+        answered += usize::from(got > 0);
+    }
+    assert!(
+        answered >= 290,
+        "only {answered} of 300 first flights answered"
+    );
+    let metrics = server.metrics();
+    let retried = get(&metrics, "servery_h3_retries_total");
+    assert!(retried >= 250.0, "{metrics}");
+    within(&server, before, 16 << 20, "300 half-open handshakes");
+    // The ones it began end at the handshake timeout.
+    let ended = common::wait_until(Duration::from_secs(6), || {
+        let m = server.metrics();
+        metric(&m, "servery_h3_handshake_timeouts_total").is_some_and(|n| n >= 10.0)
+            && metric(&m, "servery_h3_open") == Some(0.0)
+    });
+    assert!(ended, "{}", server.metrics());
+    still_serves(addr);
+}
+
+/// `--max-connections 4`: a fifth connection is refused while four are open.
+fn connections_past_the_cap_are_refused(driver: &str) {
+    let (server, _root) = server(driver, &["--max-connections", "4"]);
+    let addr = server.https();
+    let client = quic::Client::new();
+    client.rt.block_on(async {
+        let mut open = Vec::new();
+        for _ in 0..4 {
+            let mut c = client.connect_async(addr).await.unwrap();
+            assert_eq!(c.get("/small.txt", &[]).await.unwrap().status, 200);
+            open.push(c);
+        }
+        let refused = client.connect_async(addr).await;
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("refused")),
+            "a fifth connection: {:?}",
+            refused.map(|_| ())
+        );
+        for c in &open {
+            c.close();
+        }
+        drop(open);
+        client.settle().await;
+    });
+    let metrics = server.metrics();
+    assert!(
+        get(&metrics, "servery_h3_refused_total") >= 1.0,
+        "{metrics}"
+    );
+    let freed = common::wait_until(Duration::from_secs(5), || {
+        metric(&server.metrics(), "servery_h3_open") == Some(0.0)
+    });
+    assert!(freed, "{}", server.metrics());
+    still_serves(addr);
+}
+
+/// Requests cancelled as soon as they are sent: past `--h3-max-resets` the
+/// connection is closed with H3_EXCESSIVE_LOAD.
+fn rapid_resets_close_the_connection(driver: &str) {
+    let (server, _root) = server(driver, &["--h3-max-resets", "20"]);
+    let addr = server.https();
+    let before = rss_bytes(server.pid());
+    let client = quic::Client::new();
+    let closed = client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        for i in 0..500 {
+            let req = http::Request::get("https://localhost/big.bin")
+                .body(())
+                .unwrap();
+            let sent = c.send_only(req).await;
+            let Ok(mut stream) = sent else {
+                return Some(i);
+            };
+            // Wait for the head, then stop reading the body.
+            if stream.recv_response().await.is_err() {
+                return Some(i);
+            }
+            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+            drop(stream);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        None
+    });
+    assert!(
+        closed.is_some(),
+        "500 resets and the connection is still open"
+    );
+    let metrics = server.metrics();
+    assert!(get(&metrics, "servery_h3_resets_total") > 20.0, "{metrics}");
+    within(&server, before, 16 << 20, "a reset flood");
+    still_serves(addr);
+}
+
+/// Request streams opened up to the limit and left with half a request:
+/// no more can be opened, and each holds little.
+fn open_streams_are_held_to_the_limit(driver: &str) {
+    let (server, _root) = server(driver, &["--h3-max-streams", "10", "--header-timeout", "2"]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let client = quic::Client::new();
+    client.rt.block_on(async {
+        let c = client.connect_async(addr).await.unwrap();
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            let (mut send, recv) = c.quic.open_bi().await.unwrap();
+            // A HEADERS frame's type and a length it never fills.
+            send.write_all(&[0x01, 0x40, 0xff, 0x00]).await.unwrap();
+            held.push((send, recv));
+        }
+        let eleventh = tokio::time::timeout(Duration::from_millis(500), c.quic.open_bi()).await;
+        assert!(
+            eleventh.is_err(),
+            "an eleventh stream opened past the limit"
+        );
+        within(&server, before, 4 << 20, "10 half-open requests");
+    });
+    still_serves(addr);
+}
+
+/// The server says how large a request head may be (SETTINGS
+/// MAX_FIELD_SECTION_SIZE = --max-head-bytes); a client that knows it does
+/// not send a larger one.
+fn a_head_past_the_limit_is_not_taken(driver: &str) {
+    let (server, _root) = server(driver, &["--max-head-bytes", "4096"]);
+    let addr = server.https();
+    let client = quic::Client::new();
+    let big = "x".repeat(8000);
+    let got = client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        // The first request lets SETTINGS arrive.
+        assert_eq!(c.get("/small.txt", &[]).await.unwrap().status, 200);
+        c.get("/small.txt", &[("x-big", &big)]).await
+    });
+    match got {
+        Err(e) => assert!(
+            e.contains("4096") || e.contains("too big") || e.contains("Header"),
+            "{e}"
+        ),
+        Ok(a) => assert_eq!(a.status, 431, "{a:?}"),
+    }
+    still_serves(addr);
+}
+
+driver_tests!(
+    garbage_datagrams_are_dropped,
+    a_handshake_flood_is_retried_bounded_and_timed_out,
+    connections_past_the_cap_are_refused,
+    rapid_resets_close_the_connection,
+    open_streams_are_held_to_the_limit,
+    a_head_past_the_limit_is_not_taken,
+);
