@@ -102,6 +102,12 @@ impl Http3Conn {
 const UNI_STREAMS: u32 = 8;
 /// GSO batches one connection sends per turn before the others get theirs.
 const BATCHES_PER_TURN: usize = 4;
+/// Datagrams in one GSO batch, at most (quinn's figure): a batch is one
+/// UDP send of at most 64 KiB in all (its length is 16 bits), so 64
+/// datagrams of 1,452 bytes (what the kernel would take in number) fail
+/// with EMSGSIZE, which quinn-udp takes for a lost MTU probe and drops in
+/// silence: every batch lost, the congestion window halved.
+const MAX_BATCH: usize = 20;
 /// `recvmmsg` calls per turn before timers and sends get theirs.
 const RECV_ROUNDS: usize = 16;
 
@@ -412,7 +418,7 @@ fn udp_ecn(e: Option<quinn_proto::EcnCodepoint>) -> Option<quinn_udp::EcnCodepoi
 async fn send_touched(quic: &Quic, udp: &Udp, out: &mut Vec<u8>) -> bool {
     let mut any = false;
     let now = Instant::now();
-    let segments = udp.max_segments().max(1);
+    let segments = udp.max_segments().clamp(1, MAX_BATCH);
     while let Some(h) = quic.next_touched() {
         any = true;
         if !quic.process(h) {
