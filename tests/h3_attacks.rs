@@ -49,6 +49,7 @@ fn still_serves(addr: SocketAddr) {
     let client = quic::Client::new();
     let a = quic::get_once(&client, addr, "/small.txt").expect("a fresh request");
     assert_eq!(a.status, 200);
+    client.rt.block_on(client.settle());
 }
 
 /// RSS grew by less than `limit` since `before`.
@@ -297,6 +298,7 @@ fn open_streams_are_held_to_the_limit(driver: &str) {
             "an eleventh stream opened past the limit"
         );
         within(&server, before, 4 << 20, "10 half-open requests");
+        drop(held);
     });
     still_serves(addr);
 }

@@ -164,6 +164,22 @@ impl ListenerPlan {
         }
     }
 
+    /// These listeners with HTTP/3 as `config` says (a reload that turns
+    /// it on or off): the UDP sockets kept when it stays on, made when it
+    /// comes on, dropped when it goes off.
+    pub fn with_h3(mut self, config: &Config) -> Result<ListenerPlan, Error> {
+        if !config.conn.http3.on() {
+            self.udp_addrs.clear();
+            self.udp.clear();
+            self.steered = false;
+            return Ok(self);
+        }
+        if self.udp.is_empty() {
+            return self.with_udp(config);
+        }
+        Ok(self)
+    }
+
     /// Add HTTP/3's UDP sockets when it is on: one per worker on each TLS
     /// listener's address, in slot order, steered.
     fn with_udp(mut self, config: &Config) -> Result<ListenerPlan, Error> {
@@ -200,7 +216,7 @@ impl ListenerPlan {
                     %addr,
                     error = %e,
                     "cannot attach the QUIC steering program; datagrams reaching the wrong \
-                     worker are counted (servery_quic_misrouted_total) and dropped"
+                     worker are handed to their owner (servery_quic_misrouted_total)"
                 );
                 self.steered = false;
             }

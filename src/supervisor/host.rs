@@ -62,6 +62,10 @@ impl<F> Plan for Resources<F> {
             setup.sink.reopen();
         }
     }
+
+    fn reads_udp(&self) -> bool {
+        self.listeners.as_ref().is_some_and(|l| !l.udp.is_empty())
+    }
 }
 
 impl Worker for Member {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::generation::Stage;
-use super::machine::{Gen, Host, Machine, Notice};
+use super::machine::{Gen, Host, Machine, Notice, Plan as _};
 use super::types::Worker as _;
 use super::Phase;
 use crate::config::Config;
@@ -43,13 +43,18 @@ impl<H: Host> Machine<H> {
         );
         g.stage_to(Stage::Serving, &mut self.journal);
         let id = g.id;
+        let (g_reads_udp, slots) = (g.plan.reads_udp(), g.slots.len());
         match self.current.replace(g) {
             None => self.started = Some(driver),
             Some(mut old) => {
                 // The new generation reads the shared UDP sockets from now
-                // on and hands the old one its connections' datagrams.
-                for i in old.live() {
-                    old.slots[i].member.send(crate::control::Control::Handover);
+                // on and hands the old one its connections' datagrams: for
+                // the slots it has (a slot a reload removed keeps reading
+                // its own socket until its worker has drained).
+                if g_reads_udp {
+                    for i in old.live().filter(|&i| i < slots) {
+                        old.slots[i].member.send(crate::control::Control::Handover);
+                    }
                 }
                 old.drain(now, &mut self.journal);
                 self.old.push(old);
@@ -98,11 +103,13 @@ pub(crate) fn listeners_for(
         tracing::warn!("reload: --bind changes are ignored under socket activation (the sockets come from systemd)");
     }
     let same_addresses = inherited || (!moved && next.listener == prev.listener);
-    if same_addresses && next.workers == prev.workers {
+    let same_h3 = next.conn.http3.on() == prev.conn.http3.on();
+    if same_addresses && next.workers == prev.workers && same_h3 {
         return Ok(Ok(old.clone()));
     }
     let plan = if same_addresses {
         old.with_workers(next.workers.get())
+            .and_then(|p| p.with_h3(next))
     } else {
         ListenerPlan::bind(next)
     };

@@ -49,6 +49,11 @@ pub(crate) trait Plan {
     /// SIGUSR1: reopen the access log this generation's worker threads
     /// share (worker processes are told through their channel).
     fn reopen_log(&self) {}
+    /// Whether its workers read UDP sockets (HTTP/3): a generation it
+    /// replaces hands those over (`Control::Handover`).
+    fn reads_udp(&self) -> bool {
+        false
+    }
 }
 
 /// What the host tells the outside world.

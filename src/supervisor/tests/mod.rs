@@ -74,6 +74,9 @@ impl Plan for FakePlan {
         self.0
     }
     fn close_listeners(&mut self) {}
+    fn reads_udp(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -299,6 +299,10 @@ pub(crate) struct Stream {
     /// Which halves this is (both, until `split`): what its drop forgets.
     reads: bool,
     writes: bool,
+    /// Its sending side was finished or reset: its drop leaves it be.
+    sent: bool,
+    /// Its receiving side was read to its end or stopped.
+    received: bool,
 }
 
 impl Stream {
@@ -310,6 +314,8 @@ impl Stream {
             pending: None,
             reads: true,
             writes: true,
+            sent: false,
+            received: false,
         }
     }
 
@@ -366,9 +372,20 @@ impl Stream {
     }
 }
 
+/// What a stream dropped half-way is ended with: H3_REQUEST_CANCELLED.
+const CANCELLED: u32 = 0x10c;
+
 impl Drop for Stream {
+    /// A half dropped before its end is ended here (reset, or stopped), so
+    /// quinn-proto frees the stream and the client gets its stream credit
+    /// back: a request abandoned by a timeout or an error holds nothing.
     fn drop(&mut self) {
-        let (id, reads, writes) = (self.id, self.reads, self.writes);
+        let id = self.id;
+        let bidi = id.dir() == Dir::Bi;
+        let ours = id.initiator() == quinn_proto::Side::Server;
+        let reset = self.writes && (bidi || ours) && !self.sent;
+        let stop = self.reads && (bidi || !ours) && !self.received;
+        let (reads, writes) = (self.reads, self.writes);
         self.quic.with(self.handle, |s| {
             if reads {
                 s.wakers.read.remove(&id);
@@ -376,7 +393,16 @@ impl Drop for Stream {
             if writes {
                 s.wakers.write.remove(&id);
             }
+            if reset {
+                let _ = s.conn.send_stream(id).reset(VarInt::from_u32(CANCELLED));
+            }
+            if stop {
+                let _ = s.conn.recv_stream(id).stop(VarInt::from_u32(CANCELLED));
+            }
         });
+        if reset || stop {
+            self.quic.touch(self.handle);
+        }
     }
 }
 
@@ -411,6 +437,7 @@ impl quic::SendStream<Bytes> for Stream {
             .quic
             .with(self.handle, |s| s.conn.send_stream(id).finish());
         self.quic.touch(self.handle);
+        self.sent = true;
         match r {
             None => Poll::Ready(Err(stream_lost(gone()))),
             Some(Ok(())) => Poll::Ready(Ok(())),
@@ -427,6 +454,7 @@ impl quic::SendStream<Bytes> for Stream {
         let id = self.id;
         let code = VarInt::from_u64(reset_code).unwrap_or(VarInt::from_u32(0));
         self.pending = None;
+        self.sent = true;
         self.quic.with(self.handle, |s| {
             let _ = s.conn.send_stream(id).reset(code);
         });
@@ -476,12 +504,16 @@ impl quic::RecvStream for Stream {
         if credit {
             self.quic.touch(self.handle);
         }
+        if let Some(Poll::Ready(Ok(None) | Err(_))) = &r {
+            self.received = true;
+        }
         r.unwrap_or(Poll::Ready(Err(stream_lost(gone()))))
     }
 
     fn stop_sending(&mut self, error_code: u64) {
         let id = self.id;
         let code = VarInt::from_u64(error_code).unwrap_or(VarInt::from_u32(0));
+        self.received = true;
         self.quic.with(self.handle, |s| {
             let _ = s.conn.recv_stream(id).stop(code);
         });

@@ -356,7 +356,12 @@ impl<S: Service, T: Transport> Conn<'_, S, T> {
             let mut heads = ctx.heads.borrow_mut();
             let date = date.now();
             let persist = *persist;
-            let extra = ctx.alt_svc_line(&self.facts);
+            // A service that says its own Alt-Svc is not given ours too.
+            let extra = if parts.headers.contains_key(::http::header::ALT_SVC) {
+                &[][..]
+            } else {
+                ctx.alt_svc_line(&self.facts)
+            };
             self.output.push_head(&mut heads, |out| {
                 write_service_head(out, status, &parts.headers, delimit, date, persist, extra)
             });

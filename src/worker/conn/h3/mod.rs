@@ -20,6 +20,9 @@
 //! H3_EXCESSIVE_LOAD: QUIC returns stream credit as streams end, so stream
 //! limits alone do not bound how fast requests can be opened and cancelled.
 //!
+//! A request stream whose HEADERS frame has not arrived within
+//! `--header-timeout` is dropped (its stream stopped and reset).
+//!
 //! Limits are QUIC's (`--h3-max-streams`, the receive windows; see
 //! `worker::quic::config`) and HTTP/3's: a request's field section is at
 //! most `--max-head-bytes` decoded (SETTINGS_MAX_FIELD_SECTION_SIZE), and
@@ -146,9 +149,17 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
                 let ctx = ctx.clone();
                 let watch = watch.clone();
                 monoio::spawn(async move {
-                    match resolver.resolve_request().await {
-                        Ok((req, stream)) => stream::answer(&ctx, &watch, req, stream, facts).await,
-                        Err(e) => tracing::debug!(error = %e, "HTTP/3 request refused"),
+                    // A stream whose HEADERS do not arrive within the header
+                    // timeout holds nothing longer.
+                    let limit = ctx.settings.header_timeout;
+                    match monoio::time::timeout(limit, resolver.resolve_request()).await {
+                        Ok(Ok((req, stream))) => {
+                            stream::answer(&ctx, &watch, req, stream, facts).await
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "HTTP/3 request refused"),
+                        Err(_) => {
+                            tracing::debug!("HTTP/3 request head not received in time; dropped")
+                        }
                     }
                     watch.watch.wake();
                 });
