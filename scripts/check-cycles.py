@@ -39,7 +39,10 @@ SCOPES = [
     "worker::conn",
     "worker::conn::h1",
     "worker::conn::h2",
+    "worker::conn::h3",
     "worker::conn::transport",
+    "worker::quic",
+    "quic",
 ]
 
 
