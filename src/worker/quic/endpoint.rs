@@ -21,7 +21,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::Waker;
@@ -34,6 +35,36 @@ use quinn_proto::{
 };
 
 use crate::telemetry::WorkerStats;
+
+/// Maps keyed by numbers we or quinn-proto chose (connection handles,
+/// stream IDs), never by a client's bytes: hashed as they are, without
+/// SipHash's cost (a lookup or two per stream event).
+type Map<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<Plain>>;
+
+/// The identity hash of an integer key.
+#[derive(Default)]
+pub(crate) struct Plain(u64);
+
+impl Hasher for Plain {
+    fn finish(&self) -> u64 {
+        // Spread the low bits hashbrown groups by.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = n as u64;
+    }
+}
 
 /// HTTP/3's "no error" (RFC 9114 §8.1), the code of a graceful close.
 pub(crate) const H3_NO_ERROR: u32 = 0x100;
@@ -66,7 +97,7 @@ pub(crate) struct Limits {
 
 struct Inner {
     endpoint: Endpoint,
-    conns: HashMap<ConnectionHandle, Slot>,
+    conns: Map<ConnectionHandle, Slot>,
     /// Connections' deadlines, earliest first; an entry whose connection
     /// has another deadline now is stale and skipped.
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -98,8 +129,8 @@ pub(crate) struct Wakers {
     pub(crate) accept: [Option<Waker>; 2],
     /// For room to open a stream of ours, by direction.
     pub(crate) open: [Option<Waker>; 2],
-    pub(crate) read: HashMap<StreamId, Waker>,
-    pub(crate) write: HashMap<StreamId, Waker>,
+    pub(crate) read: Map<StreamId, Waker>,
+    pub(crate) write: Map<StreamId, Waker>,
     /// The connection's task, for a drain.
     pub(crate) drain: Option<Waker>,
 }
@@ -136,7 +167,7 @@ impl Quic {
         Quic {
             inner: RefCell::new(Inner {
                 endpoint,
-                conns: HashMap::new(),
+                conns: Map::default(),
                 timers: BinaryHeap::new(),
                 touched: Vec::new(),
                 connected: Vec::new(),

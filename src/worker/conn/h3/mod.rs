@@ -73,6 +73,37 @@ impl Shared {
     }
 }
 
+/// Read one request's head and answer it. The head usually arrives with
+/// the stream: the header timeout's timer is made only when it has not
+/// (a monoio `Sleep` is 640 bytes, and a timer to set and clear), and the
+/// answer's future is boxed, so what is spawned per request stays small.
+async fn request<H: Service>(
+    ctx: Rc<Ctx<H>>,
+    watch: Rc<Shared>,
+    resolver: h3::server::RequestResolver<Conn, bytes::Bytes>,
+    facts: Connection,
+) {
+    let limit = ctx.settings.header_timeout;
+    let mut resolving = std::pin::pin!(resolver.resolve_request());
+    let mut deadline: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
+    let resolved = poll_fn(|cx| {
+        if let Poll::Ready(r) = resolving.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        let sleep = deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await;
+    match resolved {
+        Some(Ok((req, stream))) => Box::pin(stream::answer(&ctx, &watch, req, stream, facts)).await,
+        Some(Err(e)) => tracing::debug!(error = %e, "HTTP/3 request refused"),
+        // A stream whose HEADERS do not arrive within the header timeout
+        // holds nothing longer (its drop resets it).
+        None => tracing::debug!("HTTP/3 request head not received in time; dropped"),
+    }
+    watch.watch.wake();
+}
+
 /// Serve one HTTP/3 connection until it ends.
 pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
     let id = ctx.connections.get();
@@ -148,21 +179,7 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
                 crate::telemetry::WorkerStats::add(&ctx.stats.h3_streams, 1);
                 let ctx = ctx.clone();
                 let watch = watch.clone();
-                monoio::spawn(async move {
-                    // A stream whose HEADERS do not arrive within the header
-                    // timeout holds nothing longer.
-                    let limit = ctx.settings.header_timeout;
-                    match monoio::time::timeout(limit, resolver.resolve_request()).await {
-                        Ok(Ok((req, stream))) => {
-                            stream::answer(&ctx, &watch, req, stream, facts).await
-                        }
-                        Ok(Err(e)) => tracing::debug!(error = %e, "HTTP/3 request refused"),
-                        Err(_) => {
-                            tracing::debug!("HTTP/3 request head not received in time; dropped")
-                        }
-                    }
-                    watch.watch.wake();
-                });
+                monoio::spawn(request(ctx, watch, resolver, facts));
             }
             Next::Request(Ok(None)) => break,
             Next::Request(Err(e)) => {
