@@ -174,4 +174,93 @@ fn reloads_under_h3_load_fail_no_request(isolation: &str) {
     assert!(all.drained > 0, "{all:?}");
 }
 
-variant_tests!([threads = "thread", processes = "process"][reloads_under_h3_load_fail_no_request]);
+/// A reload that moves only the plain listener keeps HTTP/3's very UDP
+/// sockets; one that turns HTTP/3 off stops it; one that turns it on again
+/// serves it on the same port.
+fn reloads_that_change_h3_or_the_plain_listener(isolation: &str) {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let root = common::docroot(0);
+    let plain = |port: u16| format!("bind = [\"127.0.0.1:{port}\"]\nworkers = 2\n");
+    let first = common::free_port().port();
+    let config = common::ConfigFile::new(&plain(first));
+    // A fixed TLS port: `127.0.0.1:0` would be bound anew (another port)
+    // by the reload that moves the plain listener.
+    let tls = common::free_port();
+    let server = TestServer::builder()
+        .root(root.path())
+        .no_bind()
+        .tls_bind(tls.to_string())
+        .tls_self_signed()
+        .isolation(isolation)
+        .args(&["--config", config.arg()])
+        .env("RUST_LOG", "warn,servery::supervisor=info")
+        .start();
+    let addr = server.https();
+    let mut reloads = 0;
+    let mut reload = |text: &str| {
+        config.write(text);
+        reloads += 1;
+        server.signal(nix::sys::signal::Signal::SIGHUP);
+        let n = reloads;
+        assert!(
+            common::wait_until(Duration::from_secs(10), || {
+                server.stderr().matches("reload complete").count() >= n
+            }),
+            "{}",
+            server.stderr()
+        );
+    };
+    let client = quic::Client::new();
+    assert_eq!(
+        quic::get_once(&client, addr, "/small.txt").unwrap().status,
+        200
+    );
+
+    // The plain listener moves; HTTP/3's sockets stay, so the new
+    // generation's handshakes complete at once (new sockets would join the
+    // groups behind the old ones, which the steering program's index names).
+    let second = common::free_port().port();
+    reload(&plain(second));
+    for _ in 0..10 {
+        client.rebind();
+        assert_eq!(
+            quic::get_once(&client, addr, "/small.txt").unwrap().status,
+            200
+        );
+    }
+
+    // Our connections close (their CONNECTION_CLOSE leaves now), so the
+    // generation that has them drains at once.
+    client.rt.block_on(client.settle());
+
+    // Off: no new HTTP/3 connection is answered.
+    reload(&format!("{}h3 = \"off\"\n", plain(second)));
+    client.rebind();
+    let refused = client.rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(2), client.connect_async(addr)).await
+    });
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "HTTP/3 answered with --h3 off"
+    );
+
+    // On again, on the same port, once the generation that had it has
+    // drained and closed its sockets (new ones bound while the old are open
+    // would join their groups behind them).
+    std::thread::sleep(Duration::from_secs(1));
+    reload(&plain(second));
+    // A client of its own: the last one's socket met the closed port.
+    let client = quic::Client::new();
+    assert_eq!(
+        quic::get_once(&client, addr, "/small.txt").unwrap().status,
+        200
+    );
+}
+
+variant_tests!(
+    [threads = "thread", processes = "process"]
+    [
+        reloads_under_h3_load_fail_no_request,
+        reloads_that_change_h3_or_the_plain_listener,
+    ]
+);

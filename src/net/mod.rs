@@ -164,6 +164,40 @@ impl ListenerPlan {
         }
     }
 
+    /// Every listening socket of `config` but HTTP/3's (a reload that
+    /// keeps the previous generation's UDP sockets: `with_udp_of`).
+    pub fn bind_without_udp(config: &Config) -> Result<ListenerPlan, Error> {
+        let mut plan = ListenerPlan::bind(&Config {
+            conn: crate::worker::ConnSettings {
+                http3: crate::worker::Http3Conn {
+                    switch: crate::worker::H3Switch::Off,
+                    ..config.conn.http3
+                },
+                ..config.conn
+            },
+            ..config.clone()
+        })?;
+        plan.steered = false;
+        Ok(plan)
+    }
+
+    /// These listeners with `old`'s UDP sockets, for `config`'s worker
+    /// count (the slots that stay keep theirs; new slots join the groups).
+    pub fn with_udp_of(
+        mut self,
+        old: &ListenerPlan,
+        config: &Config,
+    ) -> Result<ListenerPlan, Error> {
+        if old.udp.is_empty() {
+            return self.with_udp(config);
+        }
+        let kept = old.with_workers(config.workers.get())?;
+        self.udp_addrs = kept.udp_addrs;
+        self.udp = kept.udp;
+        self.steered = kept.steered;
+        Ok(self)
+    }
+
     /// These listeners with HTTP/3 as `config` says (a reload that turns
     /// it on or off): the UDP sockets kept when it stays on, made when it
     /// comes on, dropped when it goes off.

@@ -110,6 +110,11 @@ pub(crate) fn listeners_for(
     let plan = if same_addresses {
         old.with_workers(next.workers.get())
             .and_then(|p| p.with_h3(next))
+    } else if tls_binds(next) == tls_binds(prev) && next.conn.http3.on() {
+        // The plain listeners moved, the TLS ones did not: HTTP/3 keeps its
+        // very sockets (new ones would join the same groups behind them,
+        // where the steering program's index names the old ones).
+        ListenerPlan::bind_without_udp(next).and_then(|p| p.with_udp_of(old, next))
     } else {
         ListenerPlan::bind(next)
     };

@@ -424,6 +424,8 @@ fn start_quic<H: crate::app::Service>(
         post,
     } = q;
     let post = Rc::new(quic::Post::new(post).map_err(|e| format!("HTTP/3: the post: {e}"))?);
+    let stop = Rc::new(quic::Stop::default());
+    let running = Rc::new(Cell::new(udp.len()));
     let owner = crate::quic::cid::Owner {
         slot: ctx.index as u8,
         generation: generation as u8,
@@ -453,12 +455,22 @@ fn start_quic<H: crate::app::Service>(
         accepting.set(accepting.get() + 1);
         let (ctx, accepting, quic, post) =
             (ctx.clone(), accepting.clone(), q.clone(), post.clone());
+        let (stop, running) = (stop.clone(), running.clone());
         monoio::spawn(async move {
             let serving = ctx.clone();
             quic::drive(quic, socket, owner, ctx.stats.clone(), post, move |conn| {
                 monoio::spawn(conn::serve_h3(serving.clone(), conn));
             })
             .await;
+            // Under io_uring the socket's close is an operation queued on
+            // the ring: let the ring take it before the worker may end, or
+            // the descriptor outlives the worker (the UDP socket then stays
+            // in its port's group, unread).
+            running.set(running.get() - 1);
+            if running.get() == 0 {
+                stop.stop();
+            }
+            monoio::time::sleep(Duration::from_millis(1)).await;
             accepting.set(accepting.get() - 1);
             ctx.registry.wake_closed();
         });
@@ -470,6 +482,7 @@ fn start_quic<H: crate::app::Service>(
             inbox,
             endpoints.clone(),
             ctx.stats.clone(),
+            stop,
         ));
     }
     Ok(endpoints)

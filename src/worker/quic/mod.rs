@@ -367,13 +367,46 @@ impl Here<'_> {
     }
 }
 
-/// Read the worker's inbox for as long as the worker runs: each handed
-/// datagram goes to the endpoint of the port it was sent to.
-pub(crate) async fn read_inbox(inbox: Inbox, endpoints: Vec<Rc<Quic>>, stats: Arc<WorkerStats>) {
+/// Tells the inbox's reader that the last endpoint has drained.
+#[derive(Default)]
+pub(crate) struct Stop {
+    done: std::cell::Cell<bool>,
+    waiter: std::cell::Cell<Option<std::task::Waker>>,
+}
+
+impl Stop {
+    pub(crate) fn stop(&self) {
+        self.done.set(true);
+        if let Some(w) = self.waiter.take() {
+            w.wake();
+        }
+    }
+}
+
+/// Read the worker's inbox until `stop`: each handed datagram goes to the
+/// endpoint of the port it was sent to. It must end before the worker's
+/// runtime does: a task parked on a socket's readiness holds the socket,
+/// whose operation holds the task, and neither would ever be freed (the
+/// ring and its descriptors with them).
+pub(crate) async fn read_inbox(
+    inbox: Inbox,
+    endpoints: Vec<Rc<Quic>>,
+    stats: Arc<WorkerStats>,
+    stop: Rc<Stop>,
+) {
     let mut buf = vec![0u8; forward::WIRE_BYTES];
     let mut out = Vec::new();
     loop {
-        if inbox.readable().await.is_err() {
+        let mut readable = std::pin::pin!(inbox.readable());
+        let ready = poll_fn(|cx| {
+            if stop.done.get() {
+                return Poll::Ready(false);
+            }
+            stop.waiter.set(Some(cx.waker().clone()));
+            readable.as_mut().poll(cx).map(|r| r.is_ok())
+        })
+        .await;
+        if !ready {
             return;
         }
         let now = Instant::now();
