@@ -481,7 +481,7 @@ fn queue_answer<H>(
         let site = ctx.sites.request_name(head.host, sni);
         q.pending.open(head, q.started, site);
     }
-    let extra = ctx.alt_svc_line(&q.facts);
+    let extra = ctx.alt_svc_line(q.facts);
     let body_at = push(
         ctx,
         q.output,
