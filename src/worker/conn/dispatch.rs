@@ -26,10 +26,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::Ctx;
-use crate::app::{Request, Response, Service};
+use crate::app::{BodyError, Request, Response, Service};
 use crate::http::error::{on_error, Refusal};
 use crate::http::rules;
-use crate::http::Head;
+use crate::http::{Head, ParseError};
 use crate::telemetry::{Protocol, WorkerStats};
 
 /// A request's answer.
@@ -150,5 +150,19 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         poll_caught(Pin::new(&mut self.0), cx)
+    }
+}
+
+/// The answer a broken request body gets; `None` for a client that left.
+pub(crate) fn refusal_of(e: BodyError) -> Option<Refusal> {
+    match e {
+        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
+            length: limit.saturating_add(1),
+        })),
+        // HTTP/2 and HTTP/3 frame bodies themselves; only HTTP/1.1 finds
+        // one malformed.
+        BodyError::Malformed => Some(Refusal::Unrepresentable),
+        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
+        BodyError::Closed => None,
     }
 }

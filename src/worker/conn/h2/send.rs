@@ -31,13 +31,13 @@ use h2::server::SendResponse;
 use h2::{Reason, SendStream};
 
 use super::super::budget::{Ticket, SLICE_BYTES};
+use super::super::dispatch::refusal_of;
 use super::super::fields;
 use super::super::Ctx;
 use super::outbox::Outbox;
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
-use crate::http::error::Refusal;
-use crate::http::{ParseError, Part};
+use crate::http::Part;
 use crate::sys::iovec::read_at_into;
 use crate::telemetry::Protocol;
 
@@ -519,17 +519,4 @@ pub(super) enum Gone {
 pub(super) struct Tally {
     pub(super) status: Cell<u16>,
     pub(super) bytes: Cell<u64>,
-}
-
-/// The answer a broken request body gets; `None` for a client that left.
-pub(super) fn refusal_of(e: BodyError) -> Option<Refusal> {
-    match e {
-        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
-            length: limit.saturating_add(1),
-        })),
-        // HTTP/2 frames bodies itself; only HTTP/1.1 finds one malformed.
-        BodyError::Malformed => Some(Refusal::Unrepresentable),
-        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
-        BodyError::Closed => None,
-    }
 }

@@ -32,12 +32,12 @@ use futures_util::future::Either;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
 
-use super::super::dispatch::{self, poll_caught};
+use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::Ctx;
 use super::super::{fields, heads};
 use super::outbox::Outbox;
-use super::send::{self, refusal_of, send, Gone, Tally};
+use super::send::{self, send, Gone, Tally};
 use crate::app::body::Feed;
 use crate::app::response::from_static;
 use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service};

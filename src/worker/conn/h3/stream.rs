@@ -29,7 +29,7 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
 
-use super::super::dispatch::{self, poll_caught};
+use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::{fields, heads, Ctx};
 use super::Shared;
@@ -268,18 +268,6 @@ async fn discard<H>(ctx: &Ctx<H>, stream: &mut Stream) -> Result<(), Option<Body
             Ok(Ok(None)) => return Ok(()),
             Ok(Err(_)) => return Err(None),
         }
-    }
-}
-
-/// The answer a broken request body gets; `None` for a client that left.
-fn refusal_of(e: BodyError) -> Option<Refusal> {
-    match e {
-        BodyError::TooLarge { limit } => Some(Refusal::Parse(ParseError::BodyTooLarge {
-            length: limit.saturating_add(1),
-        })),
-        BodyError::Malformed => Some(Refusal::Unrepresentable),
-        BodyError::TimedOut => Some(Refusal::BodyTimedOut),
-        BodyError::Closed => None,
     }
 }
 
