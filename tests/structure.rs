@@ -36,7 +36,8 @@ fn the_checked_folders_have_no_import_cycle() {
     assert!(
         text.contains(
             "no import cycle in top, http, supervisor, supervisor::machine, worker, \
-             worker::conn, worker::conn::h1, worker::conn::h2, worker::conn::transport"
+             worker::conn, worker::conn::h1, worker::conn::h2, worker::conn::h3, \
+             worker::conn::transport, worker::quic, quic"
         ),
         "{text}"
     );
