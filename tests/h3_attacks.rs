@@ -327,7 +327,61 @@ fn a_head_past_the_limit_is_not_taken(driver: &str) {
     still_serves(addr);
 }
 
+/// A body past `--max-body-bytes` is 413, declared or not; the connection
+/// serves on.
+fn bodies_past_the_limit_are_refused(driver: &str) {
+    let (server, _root) = server(driver, &["--max-body-bytes", "1024"]);
+    let addr = server.https();
+    let client = quic::Client::new();
+    client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        let declared = http::Request::post("https://localhost/small.txt")
+            .header("content-length", "4096")
+            .body(())
+            .unwrap();
+        let a = c.request(declared, Some(bytes::Bytes::from(vec![b'x'; 4096]))).await;
+        assert_eq!(a.unwrap().status, 413);
+        let undeclared = http::Request::post("https://localhost/small.txt")
+            .body(())
+            .unwrap();
+        let a = c
+            .request(undeclared, Some(bytes::Bytes::from(vec![b'x'; 4096])))
+            .await;
+        assert_eq!(a.unwrap().status, 413);
+        assert_eq!(c.get("/small.txt", &[]).await.unwrap().status, 200);
+        c.close();
+    });
+}
+
+/// A connection silent past `--h3-idle-timeout` is closed, and its worker
+/// holds it no longer.
+fn an_idle_connection_is_closed_at_the_idle_timeout(driver: &str) {
+    let (server, _root) = server(driver, &["--h3-idle-timeout", "1"]);
+    let addr = server.https();
+    let client = quic::Client::new();
+    let reason = client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        assert_eq!(c.get("/small.txt", &[]).await.unwrap().status, 200);
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(5), c.quic.closed())
+            .await
+            .map(|r| (r, started.elapsed()))
+    });
+    let (reason, after) = reason.expect("still open 5 s into a 1 s idle timeout");
+    assert!(
+        matches!(reason, quinn::ConnectionError::TimedOut),
+        "{reason}"
+    );
+    assert!(after < Duration::from_secs(3), "closed after {after:?}");
+    let gone = common::wait_until(Duration::from_secs(5), || {
+        metric(&server.metrics(), "servery_h3_open") == Some(0.0)
+    });
+    assert!(gone, "{}", server.metrics());
+}
+
 driver_tests!(
+    bodies_past_the_limit_are_refused,
+    an_idle_connection_is_closed_at_the_idle_timeout,
     garbage_datagrams_are_dropped,
     a_handshake_flood_is_retried_bounded_and_timed_out,
     connections_past_the_cap_are_refused,
