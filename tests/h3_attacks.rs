@@ -339,7 +339,9 @@ fn bodies_past_the_limit_are_refused(driver: &str) {
             .header("content-length", "4096")
             .body(())
             .unwrap();
-        let a = c.request(declared, Some(bytes::Bytes::from(vec![b'x'; 4096]))).await;
+        let a = c
+            .request(declared, Some(bytes::Bytes::from(vec![b'x'; 4096])))
+            .await;
         assert_eq!(a.unwrap().status, 413);
         let undeclared = http::Request::post("https://localhost/small.txt")
             .body(())

@@ -1576,6 +1576,61 @@ fn reloads_under_keepalive_and_churn_fail_no_request(watch: &str) {
     });
 }
 
+/// Worker threads end with everything they held: reloads of two threads
+/// serving HTTP/1.1, TLS and HTTP/3 do not grow the process's descriptors
+/// (the docroot's, the rings', the sockets') from one round of ten to the
+/// next, and the docroot and rings come back to what one generation holds.
+/// (A background task still sleeping when a worker's runtime was dropped
+/// used to keep its context, the service and its docroot with it.)
+#[test]
+fn thread_reloads_release_every_handle() {
+    let _g = alone();
+    let root = docroot(0);
+    let server = TestServer::builder()
+        .root(root.path())
+        .tls_self_signed()
+        .args(&["--workers", "2"])
+        .env("RUST_LOG", "warn,servery::supervisor=info")
+        .start();
+    let pid = server.pid();
+    let kinds = |fds: &[String]| {
+        let root = root.path().display().to_string();
+        let count = |f: &dyn Fn(&String) -> bool| fds.iter().filter(|t| f(t)).count();
+        (
+            count(&|t| *t == root),
+            count(&|t| t.contains("io_uring")),
+            count(&|t| t.starts_with("socket:")),
+        )
+    };
+    let first = kinds(&fd_targets(pid));
+    let mut reloaded = 0;
+    let mut round = |n: usize| {
+        for _ in 0..n {
+            reloaded += 1;
+            server.signal(Signal::SIGHUP);
+            let done = wait_until(Duration::from_secs(10), || {
+                server.stderr().matches("reload complete").count() >= reloaded
+            });
+            assert!(
+                done,
+                "reload {reloaded} did not complete:\n{}",
+                server.stderr()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        kinds(&fd_targets(pid))
+    };
+    let ten = round(10);
+    let twenty = round(10);
+    assert_eq!(ten, twenty, "descriptors grew from 10 reloads to 20");
+    assert_eq!(
+        (twenty.0, twenty.1),
+        (first.0, first.1),
+        "docroot and rings"
+    );
+    assert_eq!(server.get("/small.txt").status, 200);
+}
+
 /// The same load and reloads in thread isolation: each reload is done when
 /// the supervisor logs it complete.
 #[test]

@@ -282,10 +282,15 @@ async fn lifecycle<F: ServiceFactory>(
         init.tls.as_deref(),
         &accepting,
     )?;
-    monoio::spawn(sweep_keepalive(ctx.clone()));
+    // The worker's own background tasks end with it: monoio keeps no list
+    // of its tasks, so one still sleeping when the runtime is dropped is
+    // never freed, nor what it holds (the connection context, and with it
+    // the service: a thread worker's docroot and caches, at every reload).
+    let ending = Rc::new(Ending::default());
+    let mut background = vec![monoio::spawn(sweep_keepalive(ctx.clone(), ending.clone()))];
     heap::start();
     if ctx.log.is_some() {
-        monoio::spawn(flush_log(ctx.clone()));
+        background.push(monoio::spawn(flush_log(ctx.clone(), ending.clone())));
     }
     life.enter(State::Running, None, None, 0);
     // Held across the loop's awaits, so the optimiser cannot see it is
@@ -393,6 +398,10 @@ async fn lifecycle<F: ServiceFactory>(
     if let Some(log) = &ctx.log {
         log.flush();
     }
+    ending.end();
+    for task in background {
+        task.await;
+    }
     Ok(cut)
 }
 
@@ -490,21 +499,51 @@ fn start_quic<H: crate::app::Service>(
 
 /// Hand a partial buffer of access-log lines to the writer every
 /// `--access-log-flush`, so a quiet worker's lines are not held.
-async fn flush_log<H>(ctx: Rc<Ctx<H>>) {
+async fn flush_log<H>(ctx: Rc<Ctx<H>>, ending: Rc<Ending>) {
     let Some(log) = &ctx.log else {
         return;
     };
-    loop {
-        monoio::time::sleep(log.interval()).await;
+    while ending.sleep(log.interval()).await {
         log.flush();
+    }
+}
+
+/// Tells the worker's background tasks that it is ending.
+#[derive(Default)]
+struct Ending {
+    ended: Cell<bool>,
+    waiters: RefCell<Vec<std::task::Waker>>,
+}
+
+impl Ending {
+    fn end(&self) {
+        self.ended.set(true);
+        for w in self.waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Sleep `d`: `true` when it passed, `false` when the worker ends.
+    async fn sleep(&self, d: Duration) -> bool {
+        let mut sleep = std::pin::pin!(monoio::time::sleep(d));
+        std::future::poll_fn(|cx| {
+            if self.ended.get() {
+                return std::task::Poll::Ready(false);
+            }
+            let mut waiters = self.waiters.borrow_mut();
+            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                waiters.push(cx.waker().clone());
+            }
+            std::future::Future::poll(sleep.as_mut(), cx).map(|()| true)
+        })
+        .await
     }
 }
 
 /// The keep-alive timeout of parked connections (see `registry`): one
 /// sweep per interval for the worker's whole life.
-async fn sweep_keepalive<H>(ctx: Rc<Ctx<H>>) {
-    loop {
-        monoio::time::sleep(registry::SWEEP_INTERVAL).await;
+async fn sweep_keepalive<H>(ctx: Rc<Ctx<H>>, ending: Rc<Ending>) {
+    while ending.sleep(registry::SWEEP_INTERVAL).await {
         ctx.registry.sweep();
     }
 }
