@@ -381,7 +381,33 @@ fn an_idle_connection_is_closed_at_the_idle_timeout(driver: &str) {
     assert!(gone, "{}", server.metrics());
 }
 
+/// What an idle HTTP/3 connection holds: 200 of them, each after one
+/// request, within a bound per connection.
+fn idle_connections_hold_little(driver: &str) {
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let client = quic::Client::new();
+    let conns = client.rt.block_on(async {
+        let mut conns = Vec::new();
+        for _ in 0..200 {
+            let mut c = client.connect_async(addr).await.unwrap();
+            assert_eq!(c.get("/small.txt", &[]).await.unwrap().status, 200);
+            conns.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        conns
+    });
+    let after = rss_bytes(server.pid());
+    let per = after.saturating_sub(before) / 200;
+    eprintln!("idle HTTP/3 connection: {per} bytes of RSS each ({before} -> {after})");
+    assert!(per < 64 * 1024, "{per} bytes per idle connection");
+    drop(conns);
+}
+
 driver_tests!(
+    idle_connections_hold_little,
     bodies_past_the_limit_are_refused,
     an_idle_connection_is_closed_at_the_idle_timeout,
     garbage_datagrams_are_dropped,
