@@ -271,54 +271,16 @@ impl ListenerPlan {
                 let first = self.per_worker.first().map(Vec::as_slice).unwrap_or(&[]);
                 dup_for_workers(first, workers, &self.addrs)?
             }
-            Source::ReusePort => (0..workers)
-                .map(|slot| match self.per_worker.get(slot) {
-                    Some(sockets) => sockets
-                        .iter()
-                        .zip(&self.addrs)
-                        .map(|(s, &addr)| {
-                            s.try_clone()
-                                .map_err(|source| Error::Socket { addr, source })
-                        })
-                        .collect(),
-                    None => self
-                        .addrs
-                        .iter()
-                        .map(|&addr| {
-                            let s = new_socket(addr, true)?;
-                            bind(&s, addr)?;
-                            Ok(s)
-                        })
-                        .collect(),
-                })
-                .collect::<Result<Vec<_>, _>>()?,
+            Source::ReusePort => per_slot(&self.per_worker, &self.addrs, workers, |a| {
+                new_socket(a, true)
+            })?,
         };
         // The same UDP sockets for the slots that stay (the group's order
         // is the slots'); new slots join the groups at their ends.
         let udp = if self.udp_addrs.is_empty() {
             Vec::new()
         } else {
-            (0..workers)
-                .map(|slot| match self.udp.get(slot) {
-                    Some(sockets) => sockets
-                        .iter()
-                        .zip(&self.udp_addrs)
-                        .map(|(s, &addr)| {
-                            s.try_clone()
-                                .map_err(|source| Error::Socket { addr, source })
-                        })
-                        .collect(),
-                    None => self
-                        .udp_addrs
-                        .iter()
-                        .map(|&addr| {
-                            let s = new_udp_socket(addr)?;
-                            bind(&s, addr)?;
-                            Ok(s)
-                        })
-                        .collect(),
-                })
-                .collect::<Result<Vec<_>, _>>()?
+            per_slot(&self.udp, &self.udp_addrs, workers, new_udp_socket)?
         };
         Ok(ListenerPlan {
             source: self.source,
@@ -330,6 +292,37 @@ impl ListenerPlan {
             steered: self.steered,
         })
     }
+}
+
+/// Each of `workers` slots' sockets on `addrs`: a slot `old` has keeps its
+/// very sockets (duplicated), a new slot gets new ones, made by `make` and
+/// bound, which join their `SO_REUSEPORT` groups at the end (slot order).
+fn per_slot(
+    old: &[Vec<Socket>],
+    addrs: &[SocketAddr],
+    workers: usize,
+    make: impl Fn(SocketAddr) -> Result<Socket, Error>,
+) -> Result<Vec<Vec<Socket>>, Error> {
+    (0..workers)
+        .map(|slot| match old.get(slot) {
+            Some(sockets) => sockets
+                .iter()
+                .zip(addrs)
+                .map(|(s, &addr)| {
+                    s.try_clone()
+                        .map_err(|source| Error::Socket { addr, source })
+                })
+                .collect(),
+            None => addrs
+                .iter()
+                .map(|&addr| {
+                    let s = make(addr)?;
+                    bind(&s, addr)?;
+                    Ok(s)
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn dup_for_workers(

@@ -66,6 +66,21 @@ impl Hasher for Plain {
     }
 }
 
+/// Timer entries per connection, live and stale, past which the heap is
+/// rebuilt from the live ones: it holds at most this many per connection.
+const TIMERS_PER_CONNECTION: usize = 4;
+
+/// Make `timers` hold exactly the `live` (deadline, connection) entries.
+fn compact(
+    timers: &mut BinaryHeap<Reverse<(Instant, usize)>>,
+    live: impl Iterator<Item = (Instant, usize)>,
+) {
+    let mut entries = std::mem::take(timers).into_vec();
+    entries.clear();
+    entries.extend(live.map(Reverse));
+    *timers = BinaryHeap::from(entries);
+}
+
 /// HTTP/3's "no error" (RFC 9114 §8.1), the code of a graceful close.
 pub(crate) const H3_NO_ERROR: u32 = 0x100;
 
@@ -464,6 +479,18 @@ impl Quic {
                 inner.timers.push(Reverse((at, h.0)));
             }
         }
+        // A timer that moves leaves its old entry behind until that entry's
+        // time comes (an idle timeout's, 30 s on): past a few entries per
+        // connection, keep only the live ones.
+        if inner.timers.len() > TIMERS_PER_CONNECTION * inner.conns.len() + 64 {
+            let live = inner.conns.iter().flat_map(|(h, s)| {
+                [s.timer, s.handshake_deadline]
+                    .into_iter()
+                    .flatten()
+                    .map(move |at| (at, h.0))
+            });
+            compact(&mut inner.timers, live);
+        }
     }
 
     /// The earliest deadline of any connection.
@@ -533,5 +560,27 @@ impl Quic {
             w.wake();
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compacted_heap_holds_only_the_live_timers_in_order() {
+        let now = Instant::now();
+        let at = |ms| now + Duration::from_millis(ms);
+        let mut timers = BinaryHeap::new();
+        // Connection 1's timer moved 1,000 times; connection 2's twice.
+        for ms in 0..1000 {
+            timers.push(Reverse((at(ms), 1)));
+        }
+        timers.push(Reverse((at(5), 2)));
+        timers.push(Reverse((at(7), 2)));
+        compact(&mut timers, [(at(999), 1), (at(7), 2)].into_iter());
+        assert_eq!(timers.len(), 2);
+        assert_eq!(timers.pop(), Some(Reverse((at(7), 2))));
+        assert_eq!(timers.pop(), Some(Reverse((at(999), 1))));
     }
 }
