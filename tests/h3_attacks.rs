@@ -13,7 +13,9 @@
 //! - request streams left open with half a request: at most
 //!   `--h3-max-streams` of them, each with its head bounded;
 //! - a request head past `--max-head-bytes`: the server's SETTINGS say the
-//!   bound, and a client that knows it cannot send one.
+//!   bound, and a client that knows it cannot send one;
+//! - responses on every stream of many connections that grant no credit:
+//!   held to `--worker-output-bytes`, ended at `--send-timeout`.
 
 #[macro_use]
 mod common;
@@ -406,7 +408,85 @@ fn idle_connections_hold_little(driver: &str) {
     drop(conns);
 }
 
+/// Clients that ask for files on every stream they may open and grant
+/// almost no flow-control credit: each stream's next piece waits for
+/// credit that never comes. What the worker holds stays within its output
+/// budget (the gauge, exactly; RSS with margin), a client that holds
+/// nothing yet is still served, and at `--send-timeout` the stalled
+/// streams end and give everything back.
+fn responses_nobody_reads_are_held_to_the_output_budget(driver: &str) {
+    const CONNS: usize = 40;
+    const STREAMS: usize = 100;
+    let (server, _root) = server(
+        driver,
+        &[
+            "--memory-cache-bytes",
+            "0",
+            "--worker-output-bytes",
+            "4MiB",
+            "--send-timeout",
+            "4",
+        ],
+    );
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let client = quic::Client::with_receive_windows(1024, 1 << 20);
+    let held = client.rt.block_on(async {
+        let (mut conns, mut streams) = (Vec::new(), Vec::new());
+        for _ in 0..CONNS {
+            let mut c = client.connect_async(addr).await.unwrap();
+            for _ in 0..STREAMS {
+                let req = http::Request::get("https://localhost/big.bin")
+                    .body(())
+                    .unwrap();
+                streams.push(c.send_only(req).await.unwrap());
+            }
+            conns.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        (conns, streams)
+    });
+    let metrics = server.metrics();
+    let output = get(&metrics, "servery_output_bytes");
+    // The budget, and one piece for each connection that held nothing when
+    // the worker was over it.
+    let bound = (4 << 20) + CONNS * 16 * 1024;
+    eprintln!(
+        "{} unread responses: {output} bytes held; RSS {before} -> {}",
+        CONNS * STREAMS,
+        rss_bytes(server.pid())
+    );
+    assert!(output > 0.0, "nothing was held: {metrics}");
+    assert!(output <= bound as f64, "{output} bytes held, bound {bound}");
+    assert!(
+        get(&metrics, "servery_output_waits_total") > 0.0,
+        "{metrics}"
+    );
+    // Besides the budget, each open request holds its state (its task,
+    // QUIC's and h3's stream, its open file): ~9 KiB in a debug build.
+    // Unbounded, each would also hold a 16 KiB piece (+122 MB measured).
+    within(&server, before, 56 << 20, "4,000 unread responses");
+    still_serves(addr);
+    // The stalled streams end at the send timeout and give back all.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = get(&server.metrics(), "servery_output_bytes");
+        if left == 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} bytes still held; {} stalls",
+            server.stderr_count("STALLED")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(held);
+}
+
 driver_tests!(
+    responses_nobody_reads_are_held_to_the_output_budget,
     idle_connections_hold_little,
     bodies_past_the_limit_are_refused,
     an_idle_connection_is_closed_at_the_idle_timeout,

@@ -10,9 +10,14 @@
 //!
 //! The defaults follow the peers: 100 concurrent request streams (quinn's,
 //! h2o's, nginx's `http3_max_concurrent_streams` 128), a 30 s idle timeout
-//! (Caddy's and quic-go's), receive windows that let one stream fill a
-//! 100 Mbit/s path at a 20 ms round trip and a connection four of them, and
-//! a day for `Alt-Svc` (the value Caddy and Cloudflare send).
+//! (Caddy's and quic-go's), and a day for `Alt-Svc` (the value Caddy and
+//! Cloudflare send). The receive windows are HTTP/2's (64 KiB, RFC 9113's
+//! default): a worker's connections may be sent at most
+//! `--h3-connection-window-bytes` × `--max-connections` of request bodies
+//! their services have not read, held to 1 GiB as for HTTP/2
+//! (`limits::MAX_WORKER_BODY_WINDOWS`); peers' larger windows (quinn's
+//! 1.25 MB a stream) suit clients, not a server of 16,384 connections a
+//! worker. An upload-heavy app raises them and lowers `--max-connections`.
 
 pub use crate::worker::{H3Switch as Switch, Http3Conn};
 
@@ -25,9 +30,10 @@ pub const DEFAULT_H3_MAX_STREAMS: u64 = 100;
 /// `max_idle_timeout`; the smaller of ours and the client's applies).
 pub const DEFAULT_H3_IDLE_TIMEOUT_S: f64 = 30.0;
 /// Request-body bytes one stream may have in flight ahead of its service.
-pub const DEFAULT_H3_STREAM_WINDOW_BYTES: u64 = 256 * 1024;
-/// The same for all streams of one connection.
-pub const DEFAULT_H3_CONNECTION_WINDOW_BYTES: u64 = 1024 * 1024;
+pub const DEFAULT_H3_STREAM_WINDOW_BYTES: u64 = 64 * 1024;
+/// The same for all streams of one connection: with `--max-connections`
+/// 16,384, 1 GiB a worker.
+pub const DEFAULT_H3_CONNECTION_WINDOW_BYTES: u64 = 64 * 1024;
 /// Requests a client may reset (or stop reading) per connection within
 /// 10 s: QUIC gives a client's stream credit back as streams close, so
 /// without it one connection could open and cancel requests as fast as its

@@ -147,16 +147,36 @@ pub(crate) fn total_connections(field: Field, n: u64) -> Result<u64, Error> {
 /// fit within it with fewer connections.
 pub const MAX_WORKER_BODY_WINDOWS: u64 = 1 << 30;
 
-/// `--h2-initial-window-bytes` × `--max-connections` within
+/// `--h2-initial-window-bytes` × `--max-connections`, and with HTTP/3 on
+/// `--h3-connection-window-bytes` × `--max-connections`, within
 /// [`MAX_WORKER_BODY_WINDOWS`]: a per-connection window is no bound on a
 /// worker that holds 16,384 connections.
 fn body_windows(c: &Checked) -> Result<(), Error> {
-    let window = c.h2_initial_window_bytes as u64;
     let connections = c.max_connections.get() as u64;
+    window_within(
+        field::h2_initial_window_bytes,
+        c.h2_initial_window_bytes as u64,
+        connections,
+    )?;
+    if c.h3 == super::http3::Switch::On {
+        // QUIC connections are counted apart from TCP ones, so they have
+        // their own 1 GiB.
+        window_within(
+            field::h3_connection_window_bytes,
+            c.h3_connection_window_bytes as u64,
+            connections,
+        )?;
+    }
+    Ok(())
+}
+
+/// `window` × `connections` within [`MAX_WORKER_BODY_WINDOWS`], or an error
+/// naming `field` and the fix.
+fn window_within(field: Field, window: u64, connections: u64) -> Result<(), Error> {
     if window.saturating_mul(connections) <= MAX_WORKER_BODY_WINDOWS {
         return Ok(());
     }
-    Err(field::h2_initial_window_bytes.invalid(format!(
+    Err(field.invalid(format!(
         "{window} bytes on each of --max-connections {connections} lets a worker be sent \
          {} MiB of request bodies its services have not read (at most {} MiB); lower it, or \
          --max-connections to at most {}",
@@ -232,6 +252,23 @@ mod tests {
             ..big
         };
         assert_eq!(ok(fits).conn.http2.initial_window_bytes, 1 << 20);
+        // HTTP/3's connection window has its own 1 GiB, while HTTP/3 is on.
+        assert_eq!(ok(raw()).conn.http3.connection_window_bytes, 65_536);
+        let big = RawConfig {
+            h3_connection_window_bytes: Some(Size(1 << 20)),
+            ..raw()
+        };
+        let e = err(big.clone());
+        assert!(
+            e.starts_with("--h3-connection-window-bytes: 1048576 bytes"),
+            "{e}"
+        );
+        assert!(e.contains("at most 1024"), "{e}");
+        let off = RawConfig {
+            h3: Some(crate::config::http3::Switch::Off),
+            ..big
+        };
+        assert_eq!(ok(off).conn.http3.connection_window_bytes, 1 << 20);
     }
 
     #[test]

@@ -441,23 +441,19 @@ fn start_quic<H: crate::app::Service>(
     };
     let mut endpoints = Vec::new();
     for socket in udp {
-        let (endpoint, server) = quic::config(
-            ctx.index,
-            generation,
-            &settings.http3,
-            settings.output_buffer_bytes,
-            tls,
-        )
-        .map_err(|e| format!("HTTP/3: {e}"))?;
+        let (endpoint, server) = quic::config(ctx.index, generation, &settings.http3, tls)
+            .map_err(|e| format!("HTTP/3: {e}"))?;
         let socket = quic::socket(socket).map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
         let q = quic::endpoint(
             endpoint,
             server,
             ctx.stats.clone(),
+            ctx.output.clone(),
             quic::Limits {
                 max_connections: settings.max_connections.get(),
                 handshake_timeout: settings.tls_handshake_timeout,
                 retry_threshold: settings.http3.retry_threshold,
+                output_buffer_bytes: settings.output_buffer_bytes as u64,
             },
             socket.port(),
         );

@@ -53,6 +53,20 @@ fn tls() -> rustls::ClientConfig {
 
 impl Client {
     pub fn new() -> Client {
+        Client::with_transport(None)
+    }
+
+    /// A client that grants the server only `stream` bytes of credit a
+    /// stream and `connection` in all, and returns it only as it reads.
+    #[allow(dead_code)]
+    pub fn with_receive_windows(stream: u32, connection: u32) -> Client {
+        let mut t = quinn::TransportConfig::default();
+        t.stream_receive_window(quinn::VarInt::from_u32(stream));
+        t.receive_window(quinn::VarInt::from_u32(connection));
+        Client::with_transport(Some(t))
+    }
+
+    fn with_transport(transport: Option<quinn::TransportConfig>) -> Client {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -62,7 +76,11 @@ impl Client {
                 .expect("a client UDP socket");
             let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls())
                 .expect("TLS 1.3 with AES-128-GCM");
-            e.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+            let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+            if let Some(t) = transport {
+                config.transport_config(Arc::new(t));
+            }
+            e.set_default_client_config(config);
             e
         });
         Client { rt, endpoint }

@@ -67,7 +67,7 @@ impl WorkerBudget {
     }
 
     /// Bytes left under the limit.
-    fn room(&self) -> usize {
+    pub(crate) fn room(&self) -> usize {
         self.limit.saturating_sub(self.held.get())
     }
 

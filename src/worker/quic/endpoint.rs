@@ -15,15 +15,17 @@
 //! in progress a client whose address is not validated is sent a Retry
 //! first (a stateless packet; quinn-proto keeps the 3x anti-amplification
 //! limit until the address is validated either way); a handshake not done
-//! within `--tls-handshake-timeout` is closed; everything else a
-//! connection may hold is quinn-proto's, bounded by the transport settings
-//! (`super::config`).
+//! within `--tls-handshake-timeout` is closed; the response bytes a
+//! connection holds are bounded by a send window lent from the worker's
+//! output budget (`super::window`); everything else a connection may hold
+//! is quinn-proto's, bounded by the transport settings (`super::config`).
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -34,7 +36,9 @@ use quinn_proto::{
     StreamEvent, StreamId, Transmit, VarInt,
 };
 
+use super::window::Window;
 use crate::telemetry::WorkerStats;
+use crate::worker::conn::WorkerBudget;
 
 /// Maps keyed by numbers we or quinn-proto chose (connection handles,
 /// stream IDs), never by a client's bytes: hashed as they are, without
@@ -90,11 +94,14 @@ pub(crate) struct Quic {
     /// The driver, waiting for touched connections, datagrams or a timer.
     driver: Cell<Option<Waker>>,
     draining: Cell<bool>,
-    limits: Limits,
+    pub(crate) limits: Limits,
     /// A newer generation reads this endpoint's socket now; its datagrams
     /// come through the inbox (`forward`).
     handed_over: Cell<bool>,
     stats: Arc<WorkerStats>,
+    /// The worker's output budget, which lends connections their send
+    /// windows.
+    pub(crate) output: Rc<WorkerBudget>,
     /// The UDP port.
     port: u16,
 }
@@ -108,6 +115,9 @@ pub(crate) struct Limits {
     pub(crate) handshake_timeout: Duration,
     /// `--h3-retry-threshold`.
     pub(crate) retry_threshold: usize,
+    /// `--output-buffer-bytes`: the most send window a connection is lent
+    /// (`super::window`).
+    pub(crate) output_buffer_bytes: u64,
 }
 
 struct Inner {
@@ -135,6 +145,8 @@ pub(crate) struct Slot {
     pub(crate) wakers: Wakers,
     /// Why it ended, once it has.
     pub(crate) lost: Option<ConnectionError>,
+    /// Its send window and the streams holding bytes in it.
+    pub(crate) window: Window,
 }
 
 /// The tasks waiting on a connection.
@@ -176,6 +188,7 @@ impl Quic {
     pub(super) fn new(
         endpoint: Endpoint,
         stats: Arc<WorkerStats>,
+        output: Rc<WorkerBudget>,
         limits: Limits,
         port: u16,
     ) -> Quic {
@@ -192,6 +205,7 @@ impl Quic {
             draining: Cell::new(false),
             handed_over: Cell::new(false),
             stats,
+            output,
             limits,
             port,
         }
@@ -319,6 +333,7 @@ impl Quic {
                                 touched: true,
                                 wakers: Wakers::default(),
                                 lost: None,
+                                window: Window::default(),
                             },
                         );
                         inner.timers.push(Reverse((deadline, h.0)));
@@ -422,11 +437,16 @@ impl Quic {
                 Event::Stream(StreamEvent::Readable { id }) => {
                     wake.extend(slot.wakers.read.remove(&id));
                 }
-                Event::Stream(
-                    StreamEvent::Writable { id }
-                    | StreamEvent::Finished { id }
-                    | StreamEvent::Stopped { id, .. },
-                ) => {
+                Event::Stream(StreamEvent::Writable { id }) => {
+                    wake.extend(slot.wakers.write.remove(&id));
+                }
+                Event::Stream(StreamEvent::Finished { id }) => {
+                    slot.window.released(id, &mut slot.conn, &self.output);
+                    wake.extend(slot.wakers.write.remove(&id));
+                }
+                Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                    // Its writer sees the stop and resets it (RFC 9000
+                    // §3.5), which frees what it held.
                     wake.extend(slot.wakers.write.remove(&id));
                 }
             }
@@ -436,6 +456,7 @@ impl Quic {
                 if slot.handshake_deadline.is_some() {
                     inner.handshaking -= 1;
                 }
+                slot.window.repay(&self.output);
                 slot.wakers.all();
             }
             if self.draining.get() && inner.conns.is_empty() {

@@ -36,6 +36,7 @@ mod endpoint;
 mod forward;
 mod streams;
 mod udp;
+mod window;
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -130,7 +131,6 @@ pub(crate) fn config(
     slot: usize,
     generation: u64,
     settings: &Http3Conn,
-    output_buffer_bytes: usize,
     tls: &rustls::ServerConfig,
 ) -> Result<(EndpointConfig, ServerConfig), Error> {
     WorkerCids::new(slot, generation).ok_or(Error::Slot(slot))?;
@@ -149,9 +149,9 @@ pub(crate) fn config(
     let window = |n: usize| VarInt::from_u64(n as u64).unwrap_or(VarInt::MAX);
     t.stream_receive_window(window(settings.stream_window_bytes));
     t.receive_window(window(settings.connection_window_bytes));
-    // Response bytes a connection holds unacknowledged: its share of the
-    // output budget, as over TCP (`--output-buffer-bytes`).
-    t.send_window(output_buffer_bytes as u64);
+    // Response bytes a connection holds unacknowledged: a base, and what
+    // the worker's output budget lends it (`window`).
+    t.send_window(window::BASE);
     t.datagram_receive_buffer_size(None);
 
     let mut tls = tls.clone();
@@ -172,11 +172,12 @@ pub(crate) fn endpoint(
     endpoint: EndpointConfig,
     server: ServerConfig,
     stats: Arc<WorkerStats>,
+    output: Rc<crate::worker::conn::WorkerBudget>,
     limits: endpoint::Limits,
     port: u16,
 ) -> Rc<Quic> {
     let e = quinn_proto::Endpoint::new(Arc::new(endpoint), Some(Arc::new(server)), true, None);
-    Rc::new(Quic::new(e, stats, limits, port))
+    Rc::new(Quic::new(e, stats, output, limits, port))
 }
 
 /// Take a UDP socket for the driver.

@@ -7,8 +7,9 @@
 //! Credit: a request body is read from quinn-proto only when `h3` is asked
 //! for data (the service reads), so its flow-control credit goes back as
 //! the service takes it, never ahead. A response's bytes are handed to
-//! quinn-proto as its send window allows; one frame at most waits here
-//! per stream (`Stream::pending`).
+//! quinn-proto as its send window allows, a window that grows on loan from
+//! the worker's output budget when a write finds it full (`super::window`);
+//! one frame at most waits here per stream (`Stream::pending`).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -330,17 +331,34 @@ impl Stream {
         };
         let id = self.id;
         let mut wrote = false;
-        let r = self.quic.with(self.handle, |s| {
+        let quic = &*self.quic;
+        let r = quic.with(self.handle, |s| {
             if let Some(e) = lost(s) {
                 return Poll::Ready(Err(stream_lost(e)));
             }
+            // A loan just taken for this write, until the write goes on.
+            let mut lent = 0;
             while pending.has_remaining() {
                 match s.conn.send_stream(id).write(pending.chunk()) {
                     Ok(n) => {
                         pending.advance(n);
-                        wrote = true;
+                        lent = 0;
+                        if !wrote {
+                            s.window.wrote(id);
+                            wrote = true;
+                        }
                     }
                     Err(WriteError::Blocked) => {
+                        if lent > 0 {
+                            // Blocked by flow control, not by the window.
+                            s.window.unlend(lent, &mut s.conn, &quic.output);
+                        } else {
+                            let limit = quic.limits.output_buffer_bytes;
+                            lent = s.window.grow(&mut s.conn, &quic.output, limit);
+                            if lent > 0 {
+                                continue;
+                            }
+                        }
                         s.wakers.write.insert(id, cx.waker().clone());
                         return Poll::Pending;
                     }
@@ -395,6 +413,7 @@ impl Drop for Stream {
             }
             if reset {
                 let _ = s.conn.send_stream(id).reset(VarInt::from_u32(CANCELLED));
+                s.window.released(id, &mut s.conn, &self.quic.output);
             }
             if stop {
                 let _ = s.conn.recv_stream(id).stop(VarInt::from_u32(CANCELLED));
@@ -455,8 +474,10 @@ impl quic::SendStream<Bytes> for Stream {
         let code = VarInt::from_u64(reset_code).unwrap_or(VarInt::from_u32(0));
         self.pending = None;
         self.sent = true;
-        self.quic.with(self.handle, |s| {
+        let quic = &*self.quic;
+        quic.with(self.handle, |s| {
             let _ = s.conn.send_stream(id).reset(code);
+            s.window.released(id, &mut s.conn, &quic.output);
         });
         self.quic.touch(self.handle);
     }

@@ -29,6 +29,7 @@
 //! QPACK's dynamic table is not offered (`h3` sets its capacity to 0), so
 //! no client can make a connection hold a table.
 
+mod out;
 mod stream;
 
 use std::cell::Cell;
@@ -50,6 +51,8 @@ const H3_EXCESSIVE_LOAD: u64 = 0x107;
 /// What a connection's request tasks share with it.
 pub(super) struct Shared {
     watch: Watch,
+    /// The connection's output budget (`out`).
+    budget: super::budget::ConnBudget,
     /// Client resets in the current window: (its start, how many).
     resets: Cell<Option<(Instant, usize)>>,
     max_resets: usize,
@@ -84,16 +87,20 @@ async fn request<H: Service>(
     facts: Connection,
 ) {
     let limit = ctx.settings.header_timeout;
-    let mut resolving = std::pin::pin!(resolver.resolve_request());
-    let mut deadline: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
-    let resolved = poll_fn(|cx| {
-        if let Poll::Ready(r) = resolving.as_mut().poll(cx) {
-            return Poll::Ready(Some(r));
-        }
-        let sleep = deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
-        sleep.as_mut().poll(cx).map(|()| None)
-    })
-    .await;
+    // Boxed and dropped once resolved: a task's size is its largest state,
+    // and this one's is held by every open request.
+    let resolved = {
+        let mut resolving = Box::pin(resolver.resolve_request());
+        let mut deadline: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
+        poll_fn(|cx| {
+            if let Poll::Ready(r) = resolving.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            let sleep = deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
+            sleep.as_mut().poll(cx).map(|()| None)
+        })
+        .await
+    };
     match resolved {
         Some(Ok((req, stream))) => Box::pin(stream::answer(&ctx, &watch, req, stream, facts)).await,
         Some(Err(e)) => tracing::debug!(error = %e, "HTTP/3 request refused"),
@@ -125,6 +132,10 @@ pub(crate) async fn serve<H: Service>(ctx: Rc<Ctx<H>>, conn: Conn) {
     };
     let watch = Rc::new(Shared {
         watch: conn.watch(),
+        budget: super::budget::ConnBudget::new(
+            ctx.settings.output_buffer_bytes,
+            ctx.output.clone(),
+        ),
         resets: Cell::new(None),
         max_resets: ctx.settings.http3.max_resets,
     });

@@ -15,9 +15,10 @@
 //!    `--body-timeout` 408.
 //! 3. The response's fields are finished (`fields::finish`, the one finish
 //!    of a mapped head); its body goes out in pieces of at most
-//!    [`PIECE_BYTES`], each handed over only when the stream has taken the
-//!    last one (`h3`'s `send_data` waits for that), so a stream holds at
-//!    most one piece beyond what QUIC's send window lets it queue.
+//!    [`PIECE_BYTES`], the next read only once quinn-proto has taken the
+//!    last (`h3`'s `send_data` waits for that), so a stream holds at most
+//!    one piece beyond what QUIC's send window lets it queue; pieces are
+//!    counted in the output budgets and bounded in time (`out`).
 //! 4. When the answer ends, however it ends, its access-log line is
 //!    written with the status and the body bytes sent.
 
@@ -32,6 +33,7 @@ use h3::server::RequestStream;
 use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::{fields, heads, Ctx};
+use super::out::{Out, REQUEST_CANCELLED};
 use super::Shared;
 use crate::app::body::Feed;
 use crate::app::response::{from_static, Kind};
@@ -49,16 +51,14 @@ type RecvHalf = RequestStream<<Bidi as h3::quic::BidiStream<Bytes>>::RecvStream,
 /// Largest piece of a body handed to the stream at once.
 const PIECE_BYTES: usize = 16 * 1024;
 
-/// H3_REQUEST_CANCELLED (RFC 9114 §8.1): a response we stopped.
-const REQUEST_CANCELLED: u64 = 0x10c;
 /// H3_INTERNAL_ERROR.
 const INTERNAL_ERROR: u64 = 0x102;
 
 /// What a stream's answer sent, for its log line.
 #[derive(Default)]
-struct Tally {
+pub(super) struct Tally {
     status: Cell<u16>,
-    bytes: Cell<u64>,
+    pub(super) bytes: Cell<u64>,
 }
 
 /// A stream's access-log line, written when its answer ends.
@@ -110,7 +110,7 @@ pub(super) async fn answer<H: Service>(
     if let Some(refusal) = refused {
         ctx.stats.request(Protocol::Http3);
         let resp = from_static(on_error(&refusal));
-        if let Err(Gone::Reset) = send(ctx, &mut stream, resp, head_only, tally).await {
+        if let Err(Gone::Reset) = send(ctx, shared, &mut stream, resp, head_only, tally).await {
             shared.reset_by_client(&ctx.stats);
         }
         return;
@@ -134,13 +134,14 @@ pub(super) async fn answer<H: Service>(
                     return;
                 }
             };
-            if let Err(Gone::Reset) = send(ctx, &mut stream, resp, head_only, tally).await {
+            if let Err(Gone::Reset) = send(ctx, shared, &mut stream, resp, head_only, tally).await {
                 shared.reset_by_client(&ctx.stats);
             }
             return;
         }
     }
-    if let Err(Gone::Reset) = call(ctx, parts, stream, facts, tally).await {
+    // Boxed: a static answer's task does not carry an app call's state.
+    if let Err(Gone::Reset) = Box::pin(call(ctx, shared, parts, stream, facts, tally)).await {
         shared.reset_by_client(&ctx.stats);
     }
 }
@@ -148,6 +149,7 @@ pub(super) async fn answer<H: Service>(
 /// Answer through the service's `call`, its body fed as it is pulled.
 async fn call<H: Service>(
     ctx: &Ctx<H>,
+    shared: &Shared,
     parts: http::request::Parts,
     stream: Stream,
     facts: Connection,
@@ -167,7 +169,7 @@ async fn call<H: Service>(
     let request = Request::new(parts, body, facts);
     let Some(call) = dispatch::start(ctx, request, Protocol::Http3) else {
         let resp = from_static(on_error(&Refusal::HandlerPanicked));
-        return send(ctx, &mut send_half, resp, head_only, tally).await;
+        return send(ctx, shared, &mut send_half, resp, head_only, tally).await;
     };
     let mut call = pin!(call);
     let called = poll_fn(|cx| {
@@ -188,7 +190,7 @@ async fn call<H: Service>(
         },
     };
     // The body may still be read while the response goes out (an echo).
-    let mut sending = pin!(send(ctx, &mut send_half, resp, head_only, tally));
+    let mut sending = pin!(send(ctx, shared, &mut send_half, resp, head_only, tally));
     poll_fn(|cx| {
         if !fed && feeding.as_mut().poll(cx).is_ready() {
             fed = true;
@@ -272,7 +274,7 @@ async fn discard<H>(ctx: &Ctx<H>, stream: &mut Stream) -> Result<(), Option<Body
 }
 
 /// Why a response did not go out whole.
-enum Gone {
+pub(super) enum Gone {
     /// The client reset the stream or stopped reading it.
     Reset,
     /// The connection ended, or we ended the stream.
@@ -280,7 +282,7 @@ enum Gone {
 }
 
 /// What an `h3` error on a request stream means.
-fn gone(e: h3::error::StreamError) -> Gone {
+pub(super) fn gone(e: h3::error::StreamError) -> Gone {
     match e {
         h3::error::StreamError::RemoteTerminate { .. } => Gone::Reset,
         _ => Gone::Ended,
@@ -290,6 +292,7 @@ fn gone(e: h3::error::StreamError) -> Gone {
 /// Send `resp` on `stream` and end it.
 async fn send<H, S>(
     ctx: &Ctx<H>,
+    shared: &Shared,
     stream: &mut RequestStream<S, Bytes>,
     resp: http::Response<Body>,
     head_only: bool,
@@ -312,30 +315,29 @@ where
     }
     let head = http::Response::from_parts(parts, ());
     stream.send_response(head).await.map_err(gone)?;
+    let mut out = Out::new(&shared.budget, ctx.settings.send_timeout, tally);
     if !bodiless {
         match body.kind {
             Kind::Empty => {}
-            Kind::Bytes(b) => put(stream, b, tally).await?,
-            Kind::Pieces(pieces) => Box::pin(send_pieces(stream, pieces, tally)).await?,
-            Kind::Stream(s) => Box::pin(send_stream(stream, s, tally)).await?,
+            Kind::Bytes(b) => put(stream, b, &mut out).await?,
+            Kind::Pieces(pieces) => Box::pin(send_pieces(stream, pieces, &mut out)).await?,
+            Kind::Stream(s) => Box::pin(send_stream(stream, s, &mut out)).await?,
         }
     }
     stream.finish().await.map_err(gone)
 }
 
-/// Hand `data` over in pieces of at most [`PIECE_BYTES`].
+/// Hand `data` over in pieces of at most [`PIECE_BYTES`], each within
+/// the output budget.
 async fn put<S: h3::quic::SendStream<Bytes>>(
     stream: &mut RequestStream<S, Bytes>,
     mut data: Bytes,
-    tally: Option<&Tally>,
+    out: &mut Out<'_>,
 ) -> Result<(), Gone> {
     while !data.is_empty() {
-        let piece = data.split_to(data.len().min(PIECE_BYTES));
-        let n = piece.len() as u64;
-        stream.send_data(piece).await.map_err(gone)?;
-        if let Some(t) = tally {
-            t.bytes.set(t.bytes.get() + n);
-        }
+        let granted = out.grant(stream, data.len().min(PIECE_BYTES)).await?;
+        let piece = data.split_to(data.len().min(granted));
+        out.send(stream, piece, granted).await?;
     }
     Ok(())
 }
@@ -345,15 +347,16 @@ async fn put<S: h3::quic::SendStream<Bytes>>(
 async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
     stream: &mut RequestStream<S, Bytes>,
     pieces: Vec<Part>,
-    tally: Option<&Tally>,
+    out: &mut Out<'_>,
 ) -> Result<(), Gone> {
     for piece in pieces {
         match piece {
-            Part::Bytes(b) => put(stream, b, tally).await?,
+            Part::Bytes(b) => put(stream, b, out).await?,
             Part::File(range) => {
                 let (mut offset, mut left) = (range.offset, range.len);
                 while left > 0 {
-                    let want = (left as usize).min(PIECE_BYTES);
+                    let granted = out.grant(stream, (left as usize).min(PIECE_BYTES)).await?;
+                    let want = (left as usize).min(granted);
                     let mut buf = [Vec::with_capacity(want)];
                     match read_at_into(&range.file, offset, &mut buf) {
                         Ok(0) | Err(_) => {
@@ -367,7 +370,7 @@ async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
                         }
                     }
                     let [buf] = buf;
-                    put(stream, Bytes::from(buf), tally).await?;
+                    out.send(stream, Bytes::from(buf), granted).await?;
                 }
             }
         }
@@ -379,13 +382,13 @@ async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
 async fn send_stream<S: h3::quic::SendStream<Bytes>>(
     stream: &mut RequestStream<S, Bytes>,
     mut body: std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = crate::app::BoxError>>>,
-    tally: Option<&Tally>,
+    out: &mut Out<'_>,
 ) -> Result<(), Gone> {
     loop {
         match poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
             None => return Ok(()),
             Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => put(stream, data, tally).await?,
+                Ok(data) => put(stream, data, out).await?,
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
                         return stream.send_trailers(trailers).await.map_err(gone);

@@ -1,0 +1,126 @@
+//! A response body on its way out over HTTP/3: its pieces counted in the
+//! connection's and the worker's output budgets (issue 16's, as over
+//! HTTP/1.1 and HTTP/2), and its send timeout.
+//!
+//! Why: a stream hands quinn-proto one piece while it holds the next, and a
+//! client may open `--h3-max-streams` streams on each of `--max-connections`
+//! connections and read none. Counted, the pieces a worker holds are at most
+//! `--output-buffer-bytes` a connection and `--worker-output-bytes` in all
+//! (plus one piece for a connection that holds nothing: a new client is
+//! served while slow ones wait); past that a stream waits for bytes to leave
+//! before it reads more of its file.
+//!
+//! Flow: [`Out::grant`] before a piece is read or cut; [`Out::send`] hands
+//! it over and gives the grant back once `h3`'s `send_data` returns, which
+//! is when quinn-proto has taken all of it (from there quinn-proto's send
+//! window bounds it, `worker::quic::window`). A piece that does not leave within `--send-timeout` (a client that grants
+//! no flow-control credit, or acknowledges nothing) ends the stream with
+//! H3_REQUEST_CANCELLED. Whatever is still held goes back when the answer
+//! ends, however it ends.
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h3::server::RequestStream;
+
+use super::super::budget::{ConnBudget, Ticket};
+use super::stream::{gone, Gone, Tally};
+
+/// H3_REQUEST_CANCELLED (RFC 9114 §8.1): a response we stopped.
+pub(super) const REQUEST_CANCELLED: u64 = 0x10c;
+
+/// One response body's hold on its connection's output budget.
+pub(super) struct Out<'a> {
+    budget: &'a ConnBudget,
+    ticket: Ticket,
+    /// Granted for the piece being handed over.
+    held: usize,
+    send_timeout: Duration,
+    tally: Option<&'a Tally>,
+}
+
+impl<'a> Out<'a> {
+    pub(super) fn new(
+        budget: &'a ConnBudget,
+        send_timeout: Duration,
+        tally: Option<&'a Tally>,
+    ) -> Out<'a> {
+        Out {
+            budget,
+            ticket: Ticket::default(),
+            held: 0,
+            send_timeout,
+            tally,
+        }
+    }
+
+    /// Up to `want` bytes of budget (at least a slice, or all of a smaller
+    /// `want`), in the connection's turn, for a piece of `stream`.
+    pub(super) async fn grant<S: h3::quic::SendStream<Bytes>>(
+        &mut self,
+        stream: &mut RequestStream<S, Bytes>,
+        want: usize,
+    ) -> Result<usize, Gone> {
+        let (budget, ticket) = (self.budget, &mut self.ticket);
+        let waited = timed(
+            self.send_timeout,
+            poll_fn(|cx| budget.poll_take(cx, ticket, want)),
+        )
+        .await;
+        waited.ok_or_else(|| stalled(stream))
+    }
+
+    /// Hand `piece`, for which `granted` was taken, to `stream`.
+    pub(super) async fn send<S: h3::quic::SendStream<Bytes>>(
+        &mut self,
+        stream: &mut RequestStream<S, Bytes>,
+        piece: Bytes,
+        granted: usize,
+    ) -> Result<(), Gone> {
+        let n = piece.len() as u64;
+        self.held = granted;
+        match timed(self.send_timeout, stream.send_data(piece)).await {
+            Some(r) => r.map_err(gone)?,
+            None => return Err(stalled(stream)),
+        }
+        // All of it is in quinn-proto now.
+        self.budget.give(std::mem::take(&mut self.held));
+        if let Some(t) = self.tally {
+            t.bytes.set(t.bytes.get() + n);
+        }
+        Ok(())
+    }
+}
+
+/// `f`'s output, or `None` if it is not done within `limit`; a timer only
+/// for what had to wait.
+async fn timed<F: Future>(limit: Duration, f: F) -> Option<F::Output> {
+    let mut f = pin!(f);
+    let mut late: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = f.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        let sleep = late.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// A response that could not go on within `--send-timeout`: its stream is
+/// reset.
+fn stalled<S: h3::quic::SendStream<Bytes>>(stream: &mut RequestStream<S, Bytes>) -> Gone {
+    tracing::debug!("HTTP/3 response stalled past --send-timeout; stream reset");
+    stream.stop_stream(h3::error::Code::from(REQUEST_CANCELLED));
+    Gone::Ended
+}
+
+impl Drop for Out<'_> {
+    fn drop(&mut self) {
+        self.budget.give(self.held);
+        self.budget.leave(&mut self.ticket);
+    }
+}
