@@ -1,7 +1,8 @@
 //! HTTP/3 (issue 27): third-party clients fetch what HTTP/1.1 and HTTP/2
 //! serve, with the same bytes and answers; an app reads a request body
 //! over QUIC; a thousand connections each reach their worker; a datagram
-//! read by the wrong worker is handed to its owner. Under both drivers
+//! read by the wrong worker is handed to its owner; servery-load's HTTP/3
+//! engine runs over 200 connections without an error. Under both drivers
 //! (the UDP path differs: io_uring's poll, epoll's readiness).
 //!
 //! The scripted clients (aioquic, ngtcp2-client) are installed by
@@ -338,7 +339,41 @@ fn unsteered_datagrams_are_handed_to_their_owner(driver: &str) {
     assert_eq!(get("servery_quic_lost_total"), 0.0, "{metrics}");
 }
 
+/// servery-load's HTTP/3 engine (what `servery-load --h3` runs, called as
+/// a library): its validation pass checks the body's SHA-256, then 200
+/// connections of 4 streams each make 4,000 requests to two workers, none
+/// failing, every datagram read by its owner.
+fn servery_load_over_many_connections(driver: &str) {
+    let root = common::docroot(16 * 1024);
+    let body = std::fs::read(root.path().join("big.bin")).unwrap();
+    let server = h3_server(driver, root.path(), &["--workers", "2"]);
+    let url = format!("https://127.0.0.1:{}/big.bin", server.https().port());
+    let mut plan = servery_bench::http3::plan(&[url]).expect("a plan");
+    plan.connections = std::num::NonZeroUsize::new(200).unwrap();
+    plan.pipeline = std::num::NonZeroUsize::new(4).unwrap();
+    plan.warmup = Duration::ZERO;
+    plan.duration = Duration::from_secs(120);
+    plan.timeout = Duration::from_secs(10);
+    plan.requests = std::num::NonZeroU64::new(4000);
+    plan.expect.sha256 = Some(Sha256::digest(&body).into());
+    plan.expect.length = Some(body.len() as u64);
+    servery_bench::http3::check(&plan).expect("the validation pass");
+    let report = servery_bench::load::h3::run(&plan).expect("the run");
+    assert_eq!(report.requests, 4000, "{report:#?}");
+    assert_eq!(report.errors.total + report.unfinished, 0, "{report:#?}");
+    assert_eq!(report.bytes, 4000 * body.len() as u64);
+    let metrics = server.metrics();
+    let get = |s: &str| metric(&metrics, s).unwrap_or_else(|| panic!("{s}: {metrics}"));
+    assert!(get("servery_h3_connections_total") >= 200.0, "{metrics}");
+    for w in ["0", "1"] {
+        let n = get(&format!("servery_h3_streams_total{{worker=\"{w}\"}}"));
+        assert!(n > 0.0, "worker {w} served no stream: {metrics}");
+    }
+    assert_eq!(get("servery_quic_misrouted_total"), 0.0, "{metrics}");
+}
+
 driver_tests!(
+    servery_load_over_many_connections,
     aioquic_gets_what_the_other_protocols_get,
     ngtcp2_gets_files,
     an_app_reads_a_mebibyte_posted_over_h3,
