@@ -15,7 +15,12 @@
 //! - a request head past `--max-head-bytes`: the server's SETTINGS say the
 //!   bound, and a client that knows it cannot send one;
 //! - responses on every stream of many connections that grant no credit:
-//!   held to `--worker-output-bytes`, ended at `--send-timeout`.
+//!   held to `--worker-output-bytes`, ended at `--send-timeout`;
+//! - request bytes one per STREAM frame, in order and with gaps (aioquic,
+//!   `tests/support/h3hostile.py`): served, or past 1,024 gaps a stream
+//!   closed; stream data past the flow-control credit: FLOW_CONTROL_ERROR;
+//!   a retired connection ID never issued: PROTOCOL_VIOLATION, and 300
+//!   retirements in a row: each new ID steered to the owner.
 
 #[macro_use]
 mod common;
@@ -485,7 +490,177 @@ fn responses_nobody_reads_are_held_to_the_output_budget(driver: &str) {
     drop(held);
 }
 
+/// The aioquic client, or `None` after saying SKIPPED.
+fn aioquic() -> Option<common::h3::AioquicClient> {
+    match common::h3::aioquic() {
+        Ok(c) => Some(c),
+        Err(why) => {
+            common::skipped(&why);
+            None
+        }
+    }
+}
+
+/// The JSON line of `lines` holding `key`.
+fn line_with<'a>(lines: &'a [String], key: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.contains(key))
+        .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
+}
+
+/// Requests sent one byte per STREAM frame. In order, they are served as
+/// any others. With a gap between every two bytes, the server holds at
+/// most 1,024 pieces of a stream it cannot read yet (quinn-proto's bound):
+/// a client within it is served once the gaps fill; one past it has its
+/// connection closed (INTERNAL_ERROR, "too many gaps in stream buffer"),
+/// the RSS stays within its bound meanwhile, and others are still served.
+fn tiny_stream_frames_are_served_and_their_gaps_bounded(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    let port = addr.port();
+    still_serves(addr);
+    let limit = Duration::from_secs(60);
+    // In order: four POSTs to a file (405), 3,000 frames each.
+    let lines = aioquic
+        .hostile(
+            port,
+            "tiny",
+            "/small.txt",
+            &["--streams", "4", "--bytes", "3000", "--in-order"],
+            limit,
+        )
+        .unwrap();
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("\"status\": 405"))
+            .count(),
+        4,
+        "{lines:?}"
+    );
+    // Gaps within the bound: held, then served.
+    let lines = aioquic
+        .hostile(
+            port,
+            "tiny",
+            "/small.txt",
+            &["--bytes", "1800", "--hold", "0.5"],
+            limit,
+        )
+        .unwrap();
+    line_with(&lines, "held");
+    line_with(&lines, "\"status\": 405");
+    // Gaps past it, on ten streams at once, with the RSS sampled meanwhile.
+    let before = rss_bytes(server.pid());
+    let pid = server.pid();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_bytes(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let lines = aioquic.hostile(
+        port,
+        "tiny",
+        "/small.txt",
+        &["--streams", "10", "--bytes", "6000", "--hold", "1"],
+        limit,
+    );
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let lines = lines.unwrap();
+    let closed = line_with(&lines, "closed");
+    assert!(
+        closed.contains("\"closed\": 1,") && closed.contains("too many gaps"),
+        "{closed}"
+    );
+    assert!(
+        peak < before + (16 << 20),
+        "one-byte frames with gaps: RSS {before} -> {peak}"
+    );
+    still_serves(addr);
+}
+
+/// Stream data past the flow-control credit the server gave:
+/// FLOW_CONTROL_ERROR (0x3), and others are still served.
+fn flow_control_violations_close_the_connection(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            "overflow",
+            "/small.txt",
+            &["--bytes", "300000"],
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert!(
+        line_with(&lines, "closed").contains("\"closed\": 3,"),
+        "{lines:?}"
+    );
+    still_serves(addr);
+}
+
+/// Connection IDs: retiring one the server never issued is a
+/// PROTOCOL_VIOLATION (0xa, RFC 9000 §19.16); retiring them one after
+/// another as fast as they come, the client gets a new one each time, each
+/// steered to the worker that owns the connection (two workers, nothing
+/// misrouted), and the connection serves on.
+fn connection_id_retirements_are_bounded_and_steered(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let (server, _root) = server(driver, &["--workers", "2"]);
+    let addr = server.https();
+    let limit = Duration::from_secs(60);
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            "retire",
+            "/small.txt",
+            &["--sequence", "1000"],
+            limit,
+        )
+        .unwrap();
+    let closed = line_with(&lines, "closed");
+    assert!(closed.contains("\"closed\": 10,"), "{closed}");
+    let before = rss_bytes(server.pid());
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            "churn",
+            "/small.txt",
+            &["--rounds", "300"],
+            limit,
+        )
+        .unwrap();
+    let churned = line_with(&lines, "ok");
+    assert!(
+        churned.contains("\"ok\": 301,") && churned.contains("\"ids\": 301"),
+        "{churned}"
+    );
+    let metrics = server.metrics();
+    assert_eq!(
+        get(&metrics, "servery_quic_misrouted_total"),
+        0.0,
+        "{metrics}"
+    );
+    within(&server, before, 8 << 20, "300 retired connection IDs");
+    still_serves(addr);
+}
+
 driver_tests!(
+    tiny_stream_frames_are_served_and_their_gaps_bounded,
+    flow_control_violations_close_the_connection,
+    connection_id_retirements_are_bounded_and_steered,
     responses_nobody_reads_are_held_to_the_output_budget,
     idle_connections_hold_little,
     bodies_past_the_limit_are_refused,

@@ -248,6 +248,38 @@ fn find_aioquic() -> Result<AioquicClient, String> {
 }
 
 impl AioquicClient {
+    /// Run `tests/support/h3hostile.py`'s `mode` against
+    /// https://127.0.0.1:`port``path` with `extra` arguments: the JSON
+    /// lines it printed, or why it failed.
+    #[allow(dead_code)]
+    pub fn hostile(
+        &self,
+        port: u16,
+        mode: &str,
+        path: &str,
+        extra: &[&str],
+        limit: Duration,
+    ) -> Result<Vec<String>, String> {
+        let script = self.script.with_file_name("h3hostile.py");
+        let mut cmd = Command::new(&self.python);
+        cmd.arg(&script)
+            .arg(mode)
+            .arg(format!("https://127.0.0.1:{port}{path}"))
+            .args(extra)
+            .arg("--timeout")
+            .arg(format!("{}", limit.as_secs().saturating_sub(2).max(1)));
+        let out = run_limited(&mut cmd, limit)?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            return Err(format!(
+                "{mode}: {}\nstdout:\n{stdout}\nstderr:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(stdout.lines().map(str::to_string).collect())
+    }
+
     /// Run `fetch` against 127.0.0.1:`port`: one response per request, in
     /// request order (paths × repeat), or why the run failed (the
     /// connection, a stream reset, a length mismatch, the timeout), with
