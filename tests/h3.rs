@@ -256,6 +256,45 @@ fn an_app_reads_a_mebibyte_posted_over_h3(driver: &str) {
     assert_eq!(facts[0].body.as_deref(), Some(&b"h3=true"[..]));
 }
 
+/// A request body that stops coming: past `--body-timeout` the app's read
+/// fails and the answer is 408, the stream's credit and state freed; the
+/// connection serves on.
+fn a_body_that_stops_is_408_at_the_body_timeout(driver: &str) {
+    let app = AppServer::builder()
+        .driver(driver)
+        .tls()
+        .body_timeout(Duration::from_secs(1))
+        .start(|_worker: usize| Ok::<_, MakeError>(Digesting));
+    let (addr, _) = app.tls();
+    let client = quic::Client::new();
+    client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        let req = http::Request::post("https://localhost/digest")
+            .header("content-length", "100000")
+            .body(())
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut stream = c
+            .send_partial(req, bytes::Bytes::from_static(&[b'x'; 1000]))
+            .await
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), stream.recv_response())
+            .await
+            .expect("an answer within 10 s")
+            .unwrap();
+        let waited = started.elapsed();
+        assert_eq!(resp.status(), 408);
+        assert!(
+            waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+            "answered after {waited:?}"
+        );
+        drop(stream);
+        let facts = c.get("/facts", &[]).await.unwrap();
+        assert_eq!(facts.body, b"h3=true");
+        c.close();
+    });
+}
+
 /// 1,000 connections to two workers: each is answered, both workers serve,
 /// and no datagram is read by a worker that does not own it.
 fn a_thousand_connections_each_reach_their_owner(driver: &str) {
@@ -373,6 +412,7 @@ fn servery_load_over_many_connections(driver: &str) {
 }
 
 driver_tests!(
+    a_body_that_stops_is_408_at_the_body_timeout,
     servery_load_over_many_connections,
     aioquic_gets_what_the_other_protocols_get,
     ngtcp2_gets_files,

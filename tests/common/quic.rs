@@ -199,6 +199,25 @@ impl Conn {
         Ok(s)
     }
 
+    /// Send `req` and the first `part` of its body, and leave the stream
+    /// open: the stream, to read the answer from.
+    #[allow(dead_code)]
+    pub async fn send_partial(
+        &mut self,
+        req: http::Request<()>,
+        part: Bytes,
+    ) -> Result<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>, String> {
+        let mut s = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        s.send_data(part)
+            .await
+            .map_err(|e| format!("send body: {e}"))?;
+        Ok(s)
+    }
+
     /// GET `path` (with `fields`).
     pub async fn get(&mut self, path: &str, fields: &[(&str, &str)]) -> Result<Answer, String> {
         let mut b = http::Request::get(format!("https://localhost{path}"));
