@@ -257,10 +257,87 @@ fn reloads_that_change_h3_or_the_plain_listener(isolation: &str) {
     );
 }
 
+/// Reloads that change the worker count while an older generation still
+/// drains a connection: every fresh client is served, whichever socket of
+/// the group its first packet reaches (one whose slot the new generation
+/// no longer has included), and the long-lived connection goes on until
+/// its generation's GOAWAY.
+fn reloads_that_change_the_worker_count_keep_h3(isolation: &str) {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let root = common::docroot(1024 * 1024);
+    let workers = |n: usize| format!("workers = {n}\ndrain_timeout = \"20s\"\n");
+    let config = common::ConfigFile::new(&workers(2));
+    let server = TestServer::builder()
+        .root(root.path())
+        .tls_self_signed()
+        .isolation(isolation)
+        .args(&["--config", config.arg()])
+        .env("RUST_LOG", "warn,servery::supervisor=info")
+        .start();
+    let addr = server.https();
+    let mut reloads = 0;
+    let mut reload = |text: &str| {
+        config.write(text);
+        reloads += 1;
+        server.signal(nix::sys::signal::Signal::SIGHUP);
+        let n = reloads;
+        assert!(
+            common::wait_until(Duration::from_secs(10), || {
+                server.stderr().matches("reload complete").count() >= n
+            }),
+            "{}",
+            server.stderr()
+        );
+    };
+    // A connection of the first generation with a response in flight that
+    // its client reads nothing of (1 KiB of credit): the generation drains
+    // it, and keeps its workers and their sockets, across the reloads.
+    let keeper = quic::Client::with_receive_windows(1024, 1 << 20);
+    let mut kept = keeper.connect(addr).unwrap();
+    let req = http::Request::get("https://localhost/big.bin")
+        .body(())
+        .unwrap();
+    let in_flight = keeper.rt.block_on(async {
+        let mut s = kept.send_only(req).await.unwrap();
+        let head = s.recv_response().await.unwrap();
+        assert_eq!(head.status(), 200);
+        s
+    });
+    let fresh = |what: &str| {
+        let client = quic::Client::new();
+        let mut failed = Vec::new();
+        for i in 0..40 {
+            client.rebind();
+            match quic::get_once(&client, addr, "/small.txt") {
+                Ok(a) if a.status == 200 => {}
+                other => failed.push(format!("{what}, client {i}: {other:?}")),
+            }
+        }
+        assert!(failed.is_empty(), "{failed:#?}");
+    };
+    for n in [1, 3, 2] {
+        reload(&workers(n));
+        fresh(&format!("after the reload to {n} workers"));
+    }
+    // The first generation is still draining its connection, not cut.
+    keeper.rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    });
+    assert_eq!(abnormal(&kept.quic), None);
+    assert!(
+        kept.quic.close_reason().is_none(),
+        "closed before its drain deadline: {:?}\n{}",
+        kept.quic.close_reason(),
+        server.stderr()
+    );
+    drop(in_flight);
+}
+
 variant_tests!(
     [threads = "thread", processes = "process"]
     [
         reloads_under_h3_load_fail_no_request,
         reloads_that_change_h3_or_the_plain_listener,
+        reloads_that_change_the_worker_count_keep_h3,
     ]
 );

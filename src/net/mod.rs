@@ -70,8 +70,13 @@ pub struct ListenerPlan {
     pub tls: Vec<bool>,
     pub per_worker: Vec<Vec<Socket>>,
     /// The UDP ports of HTTP/3 (the TLS listeners' addresses), and each
-    /// worker's socket on each: `udp[i]` is worker i's set, in the order
-    /// of `udp_addrs`. Empty when HTTP/3 is off.
+    /// group member's socket on each: `udp[i]` is member i's set (the
+    /// `i`-th socket of each port's `SO_REUSEPORT` group, which the
+    /// steering program names by slot `i`), in the order of `udp_addrs`.
+    /// At least one member per worker; more after a reload that lowered
+    /// the worker count, since a socket cannot leave its group without
+    /// reordering it ([`ListenerPlan::udp_of_slot`] says who reads
+    /// which). Empty when HTTP/3 is off.
     pub udp_addrs: Vec<SocketAddr>,
     pub udp: Vec<Vec<Socket>>,
     /// Whether the steering program is attached to each port's group.
@@ -275,12 +280,14 @@ impl ListenerPlan {
                 new_socket(a, true)
             })?,
         };
-        // The same UDP sockets for the slots that stay (the group's order
-        // is the slots'); new slots join the groups at their ends.
+        // Every UDP socket of the groups stays (the groups' order is the
+        // slots', and a socket closed would move the ones after it); new
+        // slots past the groups' ends join them there.
         let udp = if self.udp_addrs.is_empty() {
             Vec::new()
         } else {
-            per_slot(&self.udp, &self.udp_addrs, workers, new_udp_socket)?
+            let members = workers.max(self.udp.len());
+            per_slot(&self.udp, &self.udp_addrs, members, new_udp_socket)?
         };
         Ok(ListenerPlan {
             source: self.source,
@@ -291,6 +298,21 @@ impl ListenerPlan {
             udp,
             steered: self.steered,
         })
+    }
+}
+
+impl ListenerPlan {
+    /// The UDP sockets worker `slot` of `workers` reads: its own group
+    /// member's first, then those of the members no worker has (past
+    /// `workers`, left by a reload that lowered the count), shared out by
+    /// slot: member `i` goes to worker `i % workers`. A client's first
+    /// packet may reach any member (the kernel's hash); every member is
+    /// read, and a datagram of another worker's connection is handed over.
+    pub fn udp_of_slot(&self, slot: usize, workers: usize) -> Vec<&Socket> {
+        (slot..self.udp.len())
+            .step_by(workers.max(1))
+            .flat_map(|i| self.udp[i].iter())
+            .collect()
     }
 }
 
@@ -417,6 +439,41 @@ mod tests {
         .unwrap();
         c.listener = mode;
         c
+    }
+
+    /// Five group members read by two workers (a reload lowered the count
+    /// from five): worker 0 reads members 0, 2 and 4, worker 1 members 1
+    /// and 3, each its own first; and a reload back up to five keeps all
+    /// five members, in their order.
+    #[test]
+    fn udp_members_past_the_worker_count_are_shared_out_by_slot() {
+        use std::os::fd::AsRawFd;
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let plan = ListenerPlan {
+            source: Source::ReusePort,
+            addrs: Vec::new(),
+            tls: Vec::new(),
+            per_worker: Vec::new(),
+            udp_addrs: vec![addr],
+            udp: (0..5)
+                .map(|_| vec![Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap()])
+                .collect(),
+            steered: false,
+        };
+        let fd = |i: usize| plan.udp[i][0].as_raw_fd();
+        let read = |slot| -> Vec<i32> {
+            plan.udp_of_slot(slot, 2)
+                .iter()
+                .map(|s| s.as_raw_fd())
+                .collect()
+        };
+        assert_eq!(read(0), vec![fd(0), fd(2), fd(4)]);
+        assert_eq!(read(1), vec![fd(1), fd(3)]);
+        let all: Vec<i32> = (0..5)
+            .map(|i| plan.udp_of_slot(i, 5)[0].as_raw_fd())
+            .collect();
+        assert_eq!(all, (0..5).map(fd).collect::<Vec<_>>());
+        assert!(plan.udp_of_slot(0, 5).len() == 1);
     }
 
     #[test]

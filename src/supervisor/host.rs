@@ -258,7 +258,7 @@ impl<F: ServiceFactory> Host for Live<F> {
             delivery,
             config: &plan.config,
             sockets: &listeners.per_worker[slot],
-            udp: listeners.udp.get(slot).map_or(&[][..], Vec::as_slice),
+            udp: listeners.udp_of_slot(slot, plan.config.workers.get()),
             factory: &plan.factory,
             stats: &stats,
             budget: self.budget.as_ref(),

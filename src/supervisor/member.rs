@@ -38,7 +38,7 @@ pub(crate) struct Spawn<'a, F> {
     pub config: &'a Arc<Config>,
     pub sockets: &'a [Socket],
     /// The worker's UDP sockets for HTTP/3 (none when it is off).
-    pub udp: &'a [Socket],
+    pub udp: Vec<&'a Socket>,
     /// Its inbox for QUIC datagrams and those it may send to.
     pub delivery: Option<super::mail::Delivery>,
     pub factory: &'a Arc<F>,
@@ -82,7 +82,7 @@ impl Member {
         let udp = s
             .udp
             .iter()
-            .map(Socket::try_clone)
+            .map(|u| u.try_clone())
             .collect::<io::Result<Vec<_>>>()?;
         let (inbox, post) = match s.delivery {
             Some(d) => (Some(d.inbox), d.post),
@@ -198,7 +198,7 @@ impl Member {
         let mut fds: Vec<std::os::fd::BorrowedFd<'_>> = s
             .sockets
             .iter()
-            .chain(s.udp)
+            .chain(s.udp.iter().copied())
             .map(AsFd::as_fd)
             .chain(mail)
             .collect();

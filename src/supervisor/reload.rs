@@ -43,16 +43,16 @@ impl<H: Host> Machine<H> {
         );
         g.stage_to(Stage::Serving, &mut self.journal);
         let id = g.id;
-        let (g_reads_udp, slots) = (g.plan.reads_udp(), g.slots.len());
+        let g_reads_udp = g.plan.reads_udp();
         match self.current.replace(g) {
             None => self.started = Some(driver),
             Some(mut old) => {
                 // The new generation reads the shared UDP sockets from now
-                // on and hands the old one its connections' datagrams: for
-                // the slots it has (a slot a reload removed keeps reading
-                // its own socket until its worker has drained).
+                // on (all of them: a slot a reload removed has its socket
+                // read by another, `ListenerPlan::udp_of_slot`) and hands
+                // the old one its connections' datagrams.
                 if g_reads_udp {
-                    for i in old.live().filter(|&i| i < slots) {
+                    for i in old.live() {
                         old.slots[i].member.send(crate::control::Control::Handover);
                     }
                 }

@@ -222,10 +222,15 @@ async fn lifecycle<F: ServiceFactory>(
     }
     let h3 = init.settings.http3;
     let alt_svc = if h3.on() && init.tls.is_some() {
-        init.udp
+        let mut ports: Vec<u16> = init
+            .udp
             .iter()
-            .filter_map(|s| s.local_addr().ok()?.as_socket())
-            .map(|a| conn::AltSvc::new(a.port(), h3.alt_svc_max_age))
+            .filter_map(|s| Some(s.local_addr().ok()?.as_socket()?.port()))
+            .collect();
+        ports.dedup();
+        ports
+            .into_iter()
+            .map(|port| conn::AltSvc::new(port, h3.alt_svc_max_age))
             .collect()
     } else {
         Vec::new()
@@ -413,9 +418,10 @@ struct Quic {
     post: Vec<(crate::quic::cid::Owner, std::os::unix::net::UnixDatagram)>,
 }
 
-/// Start the worker's QUIC endpoints, one per UDP socket, when HTTP/3 is
-/// on: each counts in `accepting` until it has drained. One task reads the
-/// worker's inbox for all of them.
+/// Start the worker's QUIC endpoints, one per UDP port, when HTTP/3 is
+/// on: each reads the port's sockets it was given (its own group member's,
+/// and any a lowered worker count left to it) and counts in `accepting`
+/// until it has drained. One task reads the worker's inbox for all of them.
 fn start_quic<H: crate::app::Service>(
     ctx: &Rc<Ctx<H>>,
     q: Quic,
@@ -434,16 +440,31 @@ fn start_quic<H: crate::app::Service>(
     } = q;
     let post = Rc::new(quic::Post::new(post).map_err(|e| format!("HTTP/3: the post: {e}"))?);
     let stop = Rc::new(quic::Stop::default());
-    let running = Rc::new(Cell::new(udp.len()));
+    // The sockets by address, each address's own member first (the order
+    // `ListenerPlan::udp_of_slot` gives).
+    let mut ports: Vec<(Option<std::net::SocketAddr>, Vec<Socket>)> = Vec::new();
+    for socket in udp {
+        let addr = socket.local_addr().ok().and_then(|a| a.as_socket());
+        match ports.iter_mut().find(|(a, _)| *a == addr) {
+            Some((_, sockets)) => sockets.push(socket),
+            None => ports.push((addr, vec![socket])),
+        }
+    }
+    let running = Rc::new(Cell::new(ports.len()));
     let owner = crate::quic::cid::Owner {
         slot: ctx.index as u8,
         generation: generation as u8,
     };
     let mut endpoints = Vec::new();
-    for socket in udp {
+    for (_, sockets) in ports {
         let (endpoint, server) = quic::config(ctx.index, generation, &settings.http3, tls)
             .map_err(|e| format!("HTTP/3: {e}"))?;
-        let socket = quic::socket(socket).map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
+        let sockets = sockets
+            .into_iter()
+            .map(quic::socket)
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| format!("HTTP/3: the UDP socket: {e}"))?;
+        let socket = quic::Sockets::new(sockets);
         let q = quic::endpoint(
             endpoint,
             server,

@@ -188,31 +188,45 @@ pub(crate) fn socket(s: Socket) -> io::Result<UdpHandle> {
 /// A UDP socket ready for [`drive`].
 pub(crate) struct UdpHandle(Udp);
 
-impl UdpHandle {
+/// One port's sockets an endpoint reads: its worker's own group member
+/// first (which it also sends from), then any a lowered worker count left
+/// to it (`net::ListenerPlan::udp_of_slot`).
+pub(crate) struct Sockets(Vec<Udp>);
+
+impl Sockets {
+    /// `own` and the rest, in that order; at least one.
+    pub(crate) fn new(sockets: Vec<UdpHandle>) -> Sockets {
+        debug_assert!(!sockets.is_empty());
+        Sockets(sockets.into_iter().map(|s| s.0).collect())
+    }
+
     pub(crate) fn port(&self) -> u16 {
-        self.0.local().port()
+        self.0[0].local().port()
     }
 }
 
-/// Run the endpoint on `socket` until it has drained: `serve` is given each
-/// connection whose handshake completed.
+/// Run the endpoint on `sockets` until it has drained: `serve` is given
+/// each connection whose handshake completed.
 pub(crate) async fn drive(
     quic: Rc<Quic>,
-    socket: UdpHandle,
+    sockets: Sockets,
     owner: Owner,
     stats: Arc<WorkerStats>,
     post: Rc<Post>,
     serve: impl Fn(Conn),
 ) {
-    let udp = socket.0;
+    let all = sockets.0;
+    let udp = &all[0];
     let mut bufs = RecvBufs::new();
     let mut out: Vec<u8> = Vec::new();
     let mut wire: Vec<u8> = Vec::new();
-    let mut readable: Option<Pin<Box<dyn Future<Output = io::Result<()>> + '_>>> = None;
-    tracing::debug!(addr = %udp.local(), "QUIC endpoint running");
+    type Ready<'a> = Option<Pin<Box<dyn Future<Output = io::Result<()>> + 'a>>>;
+    let mut readable: Vec<Ready<'_>> = all.iter().map(|_| None).collect();
+    tracing::debug!(addr = %udp.local(), sockets = all.len(), "QUIC endpoint running");
     let mut here = Here {
         quic: &quic,
-        udp: &udp,
+        sockets: &all,
+        udp,
         owner,
         stats: &stats,
         post: &post,
@@ -229,7 +243,7 @@ pub(crate) async fn drive(
                 WorkerStats::add(&stats.h3_connections, 1);
                 serve(Conn::new(quic.clone(), *h));
             }
-            if !send_touched(&quic, &udp, &mut out).await && connected.is_empty() {
+            if !send_touched(&quic, udp, &mut out).await && connected.is_empty() {
                 break;
             }
         }
@@ -247,7 +261,7 @@ pub(crate) async fn drive(
             )))
         });
         if quic.handed_over() {
-            readable = None;
+            readable.iter_mut().for_each(|r| *r = None);
         }
         poll_fn(|cx| {
             if quic.has_touched() || (quic.draining() && quic.open() == 0) {
@@ -255,9 +269,15 @@ pub(crate) async fn drive(
             }
             quic.park_driver(cx.waker());
             if !quic.handed_over() {
-                let r = readable.get_or_insert_with(|| Box::pin(udp.readable()));
-                if r.as_mut().poll(cx).is_ready() {
-                    readable = None;
+                let mut ready = false;
+                for (r, socket) in readable.iter_mut().zip(&all) {
+                    let f = r.get_or_insert_with(|| Box::pin(socket.readable()));
+                    if f.as_mut().poll(cx).is_ready() {
+                        *r = None;
+                        ready = true;
+                    }
+                }
+                if ready {
                     return Poll::Ready(());
                 }
             }
@@ -274,6 +294,9 @@ pub(crate) async fn drive(
 /// datagrams that are another worker's.
 struct Here<'a> {
     quic: &'a Quic,
+    /// Every socket it reads.
+    sockets: &'a [Udp],
+    /// The one it sends from.
     udp: &'a Udp,
     owner: Owner,
     stats: &'a WorkerStats,
@@ -281,8 +304,8 @@ struct Here<'a> {
 }
 
 impl Here<'_> {
-    /// Read and take in (or hand over) what the socket holds, a bounded
-    /// number of batches.
+    /// Read and take in (or hand over) what the sockets hold, a bounded
+    /// number of batches each.
     fn receive(
         &mut self,
         bufs: &mut RecvBufs,
@@ -290,8 +313,21 @@ impl Here<'_> {
         wire: &mut Vec<u8>,
         now: Instant,
     ) {
+        for socket in self.sockets {
+            self.receive_from(socket, bufs, out, wire, now);
+        }
+    }
+
+    fn receive_from(
+        &self,
+        socket: &Udp,
+        bufs: &mut RecvBufs,
+        out: &mut Vec<u8>,
+        wire: &mut Vec<u8>,
+        now: Instant,
+    ) {
         for _ in 0..RECV_ROUNDS {
-            let n = match self.udp.recv(bufs) {
+            let n = match socket.recv(bufs) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
