@@ -226,9 +226,68 @@ impl Service for Digesting {
                 let h3 = tls.and_then(|t| t.alpn) == Some(Alpn::H3);
                 Response::new(Body::from(format!("h3={h3}")))
             }
+            "/trailers" => Response::new(Body::stream(TwoThenTrailers(0))),
             _ => Response::new(Body::from("?")),
         }
     }
+}
+
+/// Two data frames, then the trailer `x-chunks: 2`.
+struct TwoThenTrailers(u8);
+
+impl http_body::Body for TwoThenTrailers {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        self.0 += 1;
+        let frame = match self.0 {
+            1 | 2 => http_body::Frame::data(bytes::Bytes::from(format!("chunk {}\n", self.0))),
+            3 => {
+                let mut t = http::HeaderMap::new();
+                t.insert("x-chunks", http::HeaderValue::from_static("2"));
+                http_body::Frame::trailers(t)
+            }
+            _ => return std::task::Poll::Ready(None),
+        };
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+}
+
+/// An app's streamed body over HTTP/3: its pieces as DATA frames, its
+/// trailers a HEADERS frame after them.
+fn an_apps_trailers_follow_its_body(driver: &str) {
+    let app = AppServer::builder()
+        .driver(driver)
+        .tls()
+        .start(|_worker: usize| Ok::<_, MakeError>(Digesting));
+    let (addr, _) = app.tls();
+    let client = quic::Client::new();
+    client.rt.block_on(async {
+        let mut c = client.connect_async(addr).await.unwrap();
+        let req = http::Request::get("https://localhost/trailers")
+            .body(())
+            .unwrap();
+        let mut s = c.send_only(req).await.unwrap();
+        let head = s.recv_response().await.unwrap();
+        assert_eq!(head.status(), 200);
+        let mut body = Vec::new();
+        while let Some(mut chunk) = s.recv_data().await.unwrap() {
+            use bytes::Buf;
+            while chunk.has_remaining() {
+                let n = chunk.chunk().len();
+                body.extend_from_slice(chunk.chunk());
+                chunk.advance(n);
+            }
+        }
+        assert_eq!(body, b"chunk 1\nchunk 2\n");
+        let trailers = s.recv_trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers.get("x-chunks").unwrap(), "2");
+        c.close();
+    });
 }
 
 /// An app reads a 1 MiB POST over HTTP/3, and knows the request came so.
@@ -412,6 +471,7 @@ fn servery_load_over_many_connections(driver: &str) {
 }
 
 driver_tests!(
+    an_apps_trailers_follow_its_body,
     a_body_that_stops_is_408_at_the_body_timeout,
     servery_load_over_many_connections,
     aioquic_gets_what_the_other_protocols_get,

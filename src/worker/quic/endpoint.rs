@@ -147,6 +147,10 @@ pub(crate) struct Slot {
     pub(crate) lost: Option<ConnectionError>,
     /// Its send window and the streams holding bytes in it.
     pub(crate) window: Window,
+    /// Request streams whose answer was written and finished straight to
+    /// quinn-proto (`super::answer`), until `h3`'s half of them is dropped:
+    /// that half must not reset them.
+    pub(crate) answered: Vec<StreamId>,
 }
 
 /// The tasks waiting on a connection.
@@ -334,6 +338,7 @@ impl Quic {
                                 wakers: Wakers::default(),
                                 lost: None,
                                 window: Window::default(),
+                                answered: Vec::new(),
                             },
                         );
                         inner.timers.push(Reverse((deadline, h.0)));

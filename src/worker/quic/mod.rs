@@ -32,6 +32,7 @@
 //! At a reload the old worker is told (`Control::Handover`) and stops
 //! reading the socket; what it still needs comes through its inbox.
 
+mod answer;
 mod endpoint;
 mod forward;
 mod streams;
@@ -53,6 +54,7 @@ use crate::choice::choice;
 use crate::quic::cid::{Owner, WorkerCids};
 use crate::quic::steer::{self, Route};
 use crate::telemetry::WorkerStats;
+pub(crate) use answer::{Answer, Ended};
 pub(crate) use endpoint::{Limits, Quic, H3_NO_ERROR};
 pub(crate) use forward::{Inbox, Post};
 pub(crate) use streams::{Conn, Watch};

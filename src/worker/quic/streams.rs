@@ -110,6 +110,12 @@ impl Watch {
         }
     }
 
+    /// The sending side of request stream `id`, to write its answer
+    /// straight to quinn-proto (`super::answer`).
+    pub(crate) fn answer(&self, id: u64) -> Option<super::answer::Answer> {
+        super::answer::Answer::new(self.quic.clone(), self.handle, id)
+    }
+
     /// Close the connection with HTTP/3's `code`.
     pub(crate) fn close(&self, code: u64) {
         close(&self.quic, self.handle, code, b"");
@@ -349,15 +355,11 @@ impl Stream {
                         }
                     }
                     Err(WriteError::Blocked) => {
-                        if lent > 0 {
-                            // Blocked by flow control, not by the window.
-                            s.window.unlend(lent, &mut s.conn, &quic.output);
-                        } else {
-                            let limit = quic.limits.output_buffer_bytes;
-                            lent = s.window.grow(&mut s.conn, &quic.output, limit);
-                            if lent > 0 {
-                                continue;
-                            }
+                        let limit = quic.limits.output_buffer_bytes;
+                        if s.window
+                            .blocked(&mut s.conn, &quic.output, limit, &mut lent)
+                        {
+                            continue;
                         }
                         s.wakers.write.insert(id, cx.waker().clone());
                         return Poll::Pending;
@@ -411,7 +413,9 @@ impl Drop for Stream {
             if writes {
                 s.wakers.write.remove(&id);
             }
-            if reset {
+            // An answer written straight to quinn-proto ended it already.
+            let answered = writes && super::answer::take_answered(s, id);
+            if reset && !answered {
                 let _ = s.conn.send_stream(id).reset(VarInt::from_u32(CANCELLED));
                 s.window.released(id, &mut s.conn, &self.quic.output);
             }

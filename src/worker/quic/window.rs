@@ -51,7 +51,7 @@ impl Window {
     /// and the connection is under `limit`. What was lent (0 for nothing):
     /// if the write is still blocked (by the client's flow control, not by
     /// the window), the caller gives it back with [`Window::unlend`].
-    pub(crate) fn grow(&mut self, conn: &mut Connection, worker: &WorkerBudget, limit: u64) -> u64 {
+    fn grow(&mut self, conn: &mut Connection, worker: &WorkerBudget, limit: u64) -> u64 {
         let size = BASE + self.lent;
         let more = size
             .min(limit.saturating_sub(size))
@@ -65,8 +65,28 @@ impl Window {
         more
     }
 
+    /// A write found the connection blocked. `lent` is what was lent for
+    /// this write since it last went on: if that did not help (the
+    /// client's flow control blocks it, not the window) it goes back and
+    /// the write waits (`false`); otherwise a loan is tried, and `true`
+    /// means write again.
+    pub(crate) fn blocked(
+        &mut self,
+        conn: &mut Connection,
+        worker: &WorkerBudget,
+        limit: u64,
+        lent: &mut u64,
+    ) -> bool {
+        if *lent > 0 {
+            self.unlend(std::mem::take(lent), conn, worker);
+            return false;
+        }
+        *lent = self.grow(conn, worker, limit);
+        *lent > 0
+    }
+
     /// Take back `more` just lent: it did not let the write on.
-    pub(crate) fn unlend(&mut self, more: u64, conn: &mut Connection, worker: &WorkerBudget) {
+    fn unlend(&mut self, more: u64, conn: &mut Connection, worker: &WorkerBudget) {
         let more = more.min(self.lent);
         self.lent -= more;
         worker.give(more as usize);

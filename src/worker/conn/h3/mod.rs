@@ -29,6 +29,7 @@
 //! QPACK's dynamic table is not offered (`h3` sets its capacity to 0), so
 //! no client can make a connection hold a table.
 
+mod frames;
 mod out;
 mod stream;
 

@@ -27,12 +27,13 @@ use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use h3::server::RequestStream;
 
 use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::{fields, heads, Ctx};
+use super::frames;
 use super::out::{Out, REQUEST_CANCELLED};
 use super::Shared;
 use crate::app::body::Feed;
@@ -50,6 +51,9 @@ type RecvHalf = RequestStream<<Bidi as h3::quic::BidiStream<Bytes>>::RecvStream,
 
 /// Largest piece of a body handed to the stream at once.
 const PIECE_BYTES: usize = 16 * 1024;
+
+/// Room for a typical response head's HEADERS frame (it grows past it).
+const HEAD_BYTES: usize = 256;
 
 /// H3_INTERNAL_ERROR.
 const INTERNAL_ERROR: u64 = 0x102;
@@ -281,14 +285,6 @@ pub(super) enum Gone {
     Ended,
 }
 
-/// What an `h3` error on a request stream means.
-pub(super) fn gone(e: h3::error::StreamError) -> Gone {
-    match e {
-        h3::error::StreamError::RemoteTerminate { .. } => Gone::Reset,
-        _ => Gone::Ended,
-    }
-}
-
 /// Send `resp` on `stream` and end it.
 async fn send<H, S>(
     ctx: &Ctx<H>,
@@ -313,18 +309,23 @@ where
     if let Some(t) = tally {
         t.status.set(parts.status.as_u16());
     }
-    let head = http::Response::from_parts(parts, ());
-    stream.send_response(head).await.map_err(gone)?;
-    let mut out = Out::new(&shared.budget, ctx.settings.send_timeout, tally);
+    let Some(answer) = shared.watch.answer(stream.send_id().into_inner()) else {
+        return Err(Gone::Ended);
+    };
+    let mut head = BytesMut::with_capacity(HEAD_BYTES);
+    frames::head(&mut head, parts.status, &parts.headers);
+    let mut out = Out::new(answer, &shared.budget, ctx.settings.send_timeout, tally);
+    out.head(head);
+    let mut trailers = None;
     if !bodiless {
         match body.kind {
             Kind::Empty => {}
             Kind::Bytes(b) => put(stream, b, &mut out).await?,
             Kind::Pieces(pieces) => Box::pin(send_pieces(stream, pieces, &mut out)).await?,
-            Kind::Stream(s) => Box::pin(send_stream(stream, s, &mut out)).await?,
+            Kind::Stream(s) => trailers = Box::pin(send_stream(stream, s, &mut out)).await?,
         }
     }
-    stream.finish().await.map_err(gone)
+    out.finish(stream, trailers.as_ref()).await
 }
 
 /// Hand `data` over in pieces of at most [`PIECE_BYTES`], each within
@@ -378,20 +379,20 @@ async fn send_pieces<S: h3::quic::SendStream<Bytes>>(
     Ok(())
 }
 
-/// A body produced as it is sent: data in pieces, then trailers if any.
+/// A body produced as it is sent: data in pieces; its trailers, if any.
 async fn send_stream<S: h3::quic::SendStream<Bytes>>(
     stream: &mut RequestStream<S, Bytes>,
     mut body: std::pin::Pin<Box<dyn http_body::Body<Data = Bytes, Error = crate::app::BoxError>>>,
     out: &mut Out<'_>,
-) -> Result<(), Gone> {
+) -> Result<Option<http::HeaderMap>, Gone> {
     loop {
         match poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-            None => return Ok(()),
+            None => return Ok(None),
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => put(stream, data, out).await?,
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
-                        return stream.send_trailers(trailers).await.map_err(gone);
+                        return Ok(Some(trailers));
                     }
                 }
             },
