@@ -6,7 +6,8 @@
 //! 1. The QUIC driver hands over a connection whose handshake completed;
 //!    [`serve`] runs `h3`'s server side on it (SETTINGS, the control and
 //!    QPACK streams) and accepts request streams, each answered by a task
-//!    of its own (`stream`).
+//!    of its own (`stream`): `h3` reads the request, and the answer is
+//!    written by us (`frames`, `out`).
 //! 2. At a drain the connection sends GOAWAY (`h3`'s `shutdown`: no
 //!    request after those it accepted), answers the requests it had
 //!    accepted and then closes with H3_NO_ERROR; a request the client sent

@@ -14,11 +14,13 @@
 //!    `--max-body-bytes` the answer becomes 413; silence past
 //!    `--body-timeout` 408.
 //! 3. The response's fields are finished (`fields::finish`, the one finish
-//!    of a mapped head); its body goes out in pieces of at most
+//!    of a mapped head) and encoded as a HEADERS frame of ours (`frames`),
+//!    written straight to quinn-proto with the body (`out`, not through
+//!    `h3`'s send half); its body goes out in pieces of at most
 //!    [`PIECE_BYTES`], the next read only once quinn-proto has taken the
-//!    last (`h3`'s `send_data` waits for that), so a stream holds at most
-//!    one piece beyond what QUIC's send window lets it queue; pieces are
-//!    counted in the output budgets and bounded in time (`out`).
+//!    last, so a stream holds at most one piece beyond what QUIC's send
+//!    window lets it queue; pieces are counted in the output budgets and
+//!    bounded in time (`out`).
 //! 4. When the answer ends, however it ends, its access-log line is
 //!    written with the status and the body bytes sent.
 
