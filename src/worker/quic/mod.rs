@@ -105,12 +105,16 @@ impl Http3Conn {
 const UNI_STREAMS: u32 = 8;
 /// GSO batches one connection sends per turn before the others get theirs.
 const BATCHES_PER_TURN: usize = 4;
-/// Datagrams in one GSO batch, at most (quinn's figure): a batch is one
-/// UDP send of at most 64 KiB in all (its length is 16 bits), so 64
-/// datagrams of 1,452 bytes (what the kernel would take in number) fail
-/// with EMSGSIZE, which quinn-udp takes for a lost MTU probe and drops in
-/// silence: every batch lost, the congestion window halved.
-const MAX_BATCH: usize = 20;
+/// Datagrams in one GSO batch, at most: a batch is one UDP send of at most
+/// 64 KiB in all (its length is 16 bits), so 64 datagrams of 1,452 bytes
+/// (what the kernel would take in number) fail with EMSGSIZE, which
+/// quinn-udp takes for a lost MTU probe and drops in silence: every batch
+/// lost, the congestion window halved. As many as fit in 65,000 bytes at
+/// quinn-proto's largest datagram (its MTU discovery's upper bound).
+const MAX_BATCH: usize = 65_000 / MAX_DATAGRAM;
+/// quinn-proto's largest datagram: `MtuDiscoveryConfig`'s default upper
+/// bound, which `config` leaves as it is.
+const MAX_DATAGRAM: usize = 1452;
 /// `recvmmsg` calls per turn before timers and sends get theirs.
 const RECV_ROUNDS: usize = 16;
 
