@@ -20,7 +20,9 @@
 //!   `tests/support/h3hostile.py`): served, or past 1,024 gaps a stream
 //!   closed; stream data past the flow-control credit: FLOW_CONTROL_ERROR;
 //!   a retired connection ID never issued: PROTOCOL_VIOLATION, and 300
-//!   retirements in a row: each new ID steered to the owner.
+//!   retirements in a row: each new ID steered to the owner; a thousand
+//!   reserved unidirectional streams: at most 8 at once, each let go;
+//!   QPACK instructions past our SETTINGS: held to the window.
 
 #[macro_use]
 mod common;
@@ -657,7 +659,70 @@ fn connection_id_retirements_are_bounded_and_steered(driver: &str) {
     still_serves(addr);
 }
 
+/// A thousand unidirectional streams of a reserved type on one
+/// connection: at most 8 open at once (the client waits for credit), each
+/// stopped by the server so the next may open; the connection serves on.
+fn reserved_unidirectional_streams_are_let_go(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            "uni",
+            "/small.txt",
+            &["--streams", "1000"],
+            Duration::from_secs(40),
+        )
+        .unwrap();
+    let done = line_with(&lines, "opened");
+    assert!(
+        done.contains("\"blocked_left\": 0,")
+            && done.contains("\"closed\": null")
+            && done.contains("\"then\": 200"),
+        "{done}"
+    );
+    within(&server, before, 8 << 20, "1,000 reserved streams");
+}
+
+/// QPACK encoder instructions for a dynamic table our SETTINGS did not
+/// allow: never read (`h3` keeps the stream unread), so they hold no more
+/// than the flow-control window lets the client send (64 KiB), and only
+/// that client's connection is the worse for it.
+fn qpack_instructions_are_held_to_the_window(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let (server, _root) = server(driver, &[]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            "qpack",
+            "/small.txt",
+            &["--bytes", "300000"],
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    let sent: u64 = line_with(&lines, "sent")
+        .split("\"sent\": ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        sent <= 64 * 1024,
+        "{sent} bytes of encoder instructions taken"
+    );
+    within(&server, before, 4 << 20, "QPACK instructions past SETTINGS");
+    still_serves(addr);
+}
+
 driver_tests!(
+    reserved_unidirectional_streams_are_let_go,
+    qpack_instructions_are_held_to_the_window,
     tiny_stream_frames_are_served_and_their_gaps_bounded,
     flow_control_violations_close_the_connection,
     connection_id_retirements_are_bounded_and_steered,

@@ -5,6 +5,8 @@
     h3hostile.py overflow URL [--bytes N]
     h3hostile.py retire URL [--sequence S]
     h3hostile.py churn URL [--rounds N]
+    h3hostile.py uni URL [--streams K]
+    h3hostile.py qpack URL
 
 Each mode is one QUIC connection doing what a well-behaved client does not:
 
@@ -24,6 +26,15 @@ Each mode is one QUIC connection doing what a well-behaved client does not:
 - churn: a GET, then --rounds times: retire the connection ID in use, move
   to the next the server issued, and GET again. Prints {"ok": n,
   "ids": distinct connection IDs used}.
+
+- uni: a GET, then K unidirectional streams of a reserved type, as many
+  at once as the server's credit allows; prints {"opened": K,
+  "blocked_left": streams still waiting for credit, "closed": code or
+  null, "then": the status of a GET after}.
+- qpack: a GET, then --bytes of QPACK encoder instructions setting a
+  dynamic table of 4,096 bytes, which the server's SETTINGS did not allow;
+  prints {"sent": bytes the server's flow control let out, "closed": code
+  or null} a second later.
 
 overflow and retire print {"closed": error_code, "reason": ...} when the
 server closes the connection, or {"closed": null} if it did not within the
@@ -233,7 +244,51 @@ class Watched(Client):
         super().quic_event_received(event)
 
 
-MODES = {"tiny": tiny, "overflow": overflow, "retire": retire, "churn": churn}
+async def uni(args, client):
+    quic = client._quic
+    await client.request("GET", args.url, [], None)
+    for _ in range(args.streams):
+        stream_id = quic.get_next_available_stream_id(is_unidirectional=True)
+        # A reserved ("grease") stream type, 0x21, which the server must
+        # not take as an error (RFC 9114 §6.2.3): it stops reading it, and
+        # its credit comes back for the next.
+        quic.send_stream_data(stream_id, b"\x40\x21" + b"x" * 100, end_stream=True)
+    client.transmit()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + args.timeout / 2
+    while quic._streams_blocked_uni and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+        client.transmit()
+    ex = await client.request("GET", args.url, [], None)
+    emit({
+        "opened": args.streams,
+        "blocked_left": len(quic._streams_blocked_uni),
+        "closed": client.closed_code,
+        "then": ex.status,
+    })
+
+
+async def qpack(args, client):
+    quic = client._quic
+    await client.request("GET", args.url, [], None)
+    # --bytes of "Set Dynamic Table Capacity 4096" on our QPACK encoder
+    # stream, which the server's SETTINGS did not allow a table for.
+    encoder = client.h3._local_encoder_stream_id
+    quic.send_stream_data(encoder, b"\x3f\xe1\x1f" * (args.bytes // 3))
+    client.transmit()
+    await asyncio.sleep(1.0)
+    stream = quic._get_or_create_stream_for_send(encoder)
+    emit({"sent": stream.sender.highest_offset, "closed": client.closed_code})
+
+
+MODES = {
+    "tiny": tiny,
+    "overflow": overflow,
+    "retire": retire,
+    "churn": churn,
+    "uni": uni,
+    "qpack": qpack,
+}
 
 
 async def run(args):
