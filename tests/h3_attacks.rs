@@ -22,7 +22,8 @@
 //!   a retired connection ID never issued: PROTOCOL_VIOLATION, and 300
 //!   retirements in a row: each new ID steered to the owner; a thousand
 //!   reserved unidirectional streams: at most 8 at once, each let go;
-//!   QPACK instructions past our SETTINGS: held to the window.
+//!   QPACK instructions past our SETTINGS: held to the window; 0-RTT off
+//!   by default, and with `--h3-0rtt on` each session resumed once.
 
 #[macro_use]
 mod common;
@@ -720,7 +721,43 @@ fn qpack_instructions_are_held_to_the_window(driver: &str) {
     still_serves(addr);
 }
 
+/// 0-RTT: by default a resuming client's ticket allows no early data, so
+/// its first request waits for the handshake; with `--h3-0rtt on` it is
+/// sent early and answered, and a second use of the same ticket (what a
+/// replay is) neither resumes nor sends early data: each session is taken
+/// from the server's store once.
+fn early_data_is_off_by_default_and_single_use_when_on(driver: &str) {
+    let Some(aioquic) = aioquic() else { return };
+    let limit = Duration::from_secs(30);
+    let (off, _root) = server(driver, &[]);
+    let lines = aioquic
+        .hostile(off.https().port(), "resume", "/small.txt", &[], limit)
+        .unwrap();
+    let seen = line_with(&lines, "tickets");
+    assert!(
+        seen.contains("\"max_early_data\": null")
+            && seen.contains("\"resumed\": true")
+            && seen.contains("\"early_data_accepted\": false,")
+            && seen.contains("\"status\": 200"),
+        "{seen}"
+    );
+    let (on, _root) = server(driver, &["--h3-0rtt", "on", "--workers", "2"]);
+    let lines = aioquic
+        .hostile(on.https().port(), "resume", "/small.txt", &[], limit)
+        .unwrap();
+    let seen = line_with(&lines, "tickets");
+    assert!(
+        seen.contains("\"early_data_accepted\": true,")
+            && seen.contains("\"status\": 200")
+            && seen.contains("\"again_resumed\": false")
+            && seen.contains("\"again_early_data_accepted\": false")
+            && seen.contains("\"again_status\": 200"),
+        "{seen}"
+    );
+}
+
 driver_tests!(
+    early_data_is_off_by_default_and_single_use_when_on,
     reserved_unidirectional_streams_are_let_go,
     qpack_instructions_are_held_to_the_window,
     tiny_stream_frames_are_served_and_their_gaps_bounded,

@@ -19,7 +19,7 @@
 //! 1.25 MB a stream) suit clients, not a server of 16,384 connections a
 //! worker. An upload-heavy app raises them and lowers `--max-connections`.
 
-pub use crate::worker::{H3Switch as Switch, Http3Conn};
+pub use crate::worker::{H3Switch as Switch, H3ZeroRtt as ZeroRtt, Http3Conn};
 
 /// HTTP/3 is on wherever a TLS listener is.
 pub const DEFAULT_H3: Switch = Switch::On;
@@ -46,6 +46,9 @@ pub const DEFAULT_H3_MAX_RESETS: u64 = 200;
 /// flood from spoofed addresses costs one stateless packet each. Below it,
 /// handshakes start at once (a round trip saved), as in every peer.
 pub const DEFAULT_H3_RETRY_THRESHOLD: u64 = 64;
+/// 0-RTT is off: a resuming client waits one round trip, as over TCP with
+/// TLS 1.3 here (nginx's `ssl_early_data` and Caddy's default are off too).
+pub const DEFAULT_H3_0RTT: ZeroRtt = ZeroRtt::Off;
 /// How long a browser may keep using the advertised HTTP/3 port.
 pub const DEFAULT_ALT_SVC_MAX_AGE_S: f64 = 86_400.0;
 

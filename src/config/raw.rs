@@ -461,6 +461,11 @@ settings! {
             or(http3::DEFAULT_H3_RETRY_THRESHOLD, within(http3::RETRY_THRESHOLD)),
             h3 retry_threshold,
             shown |c| c.conn.http3.retry_threshold;
+        /// 0-RTT for resuming HTTP/3 clients: `on` or `off` (answered only once the handshake completes).
+        #[arg(long = "h3-0rtt", value_name = "off|on", hide_possible_values = true)]
+        h3_0rtt: Option<http3::ZeroRtt> => http3::ZeroRtt = or(http3::DEFAULT_H3_0RTT, as_is),
+            h3 zero_rtt,
+            shown |c| c.conn.http3.zero_rtt;
         /// How long browsers may remember the HTTP/3 port (`Alt-Svc`'s `ma`).
         #[arg(long, value_name = "DURATION")]
         alt_svc_max_age: Option<Seconds> => Duration =

@@ -47,7 +47,7 @@ pub use crate::control::{Control, Driver, Report, State};
 pub use runtime::DriverChoice;
 
 pub use conn::{ConnSettings, H2c, Http2Conn, KtlsChoice};
-pub use quic::{Http3Conn, Switch as H3Switch};
+pub use quic::{Http3Conn, Switch as H3Switch, ZeroRtt as H3ZeroRtt};
 
 /// Everything a worker thread starts with.
 pub(crate) struct Init<F> {

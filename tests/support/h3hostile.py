@@ -7,6 +7,7 @@
     h3hostile.py churn URL [--rounds N]
     h3hostile.py uni URL [--streams K]
     h3hostile.py qpack URL
+    h3hostile.py resume URL
 
 Each mode is one QUIC connection doing what a well-behaved client does not:
 
@@ -35,6 +36,12 @@ Each mode is one QUIC connection doing what a well-behaved client does not:
   dynamic table of 4,096 bytes, which the server's SETTINGS did not allow;
   prints {"sent": bytes the server's flow control let out, "closed": code
   or null} a second later.
+
+- resume: a GET, then two connections resuming the first's session with
+  its last ticket, each sending its GET as early (0-RTT) data if the ticket
+  allows; prints {"tickets": n, "max_early_data": what the ticket allows
+  (null for none), "resumed", "early_data_accepted", "status" of the first
+  resumption, and "again_..." of the second, a replay's view}.
 
 overflow and retire print {"closed": error_code, "reason": ...} when the
 server closes the connection, or {"closed": null} if it did not within the
@@ -288,17 +295,69 @@ MODES = {
     "churn": churn,
     "uni": uni,
     "qpack": qpack,
+    "resume": None,
 }
+
+
+def configuration(args):
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
+    config.idle_timeout = args.timeout
+    config.verify_mode = ssl.CERT_NONE
+    return config
+
+
+async def resume(args):
+    """Two connections: the second resumes the first's session with the
+    last ticket it got, and would send its request as 0-RTT data had the
+    ticket allowed any."""
+    url = urlsplit(args.url)
+    tickets = []
+    async with connect(
+        url.hostname,
+        url.port or 443,
+        configuration=configuration(args),
+        create_protocol=Watched,
+        session_ticket_handler=tickets.append,
+    ) as client:
+        await client.request("GET", args.url, [], None)
+        await asyncio.sleep(0.3)
+    if not tickets:
+        emit({"tickets": 0})
+        return
+    seen = []
+    # The same ticket twice: the second use is what a replay looks like.
+    for _ in range(2):
+        config = configuration(args)
+        config.session_ticket = tickets[-1]
+        async with connect(
+            url.hostname,
+            url.port or 443,
+            configuration=config,
+            create_protocol=Watched,
+            wait_connected=False,
+        ) as client:
+            ex = await client.request("GET", args.url, [], None)
+            tls = client._quic.tls
+            seen.append((tls.session_resumed, tls.early_data_accepted, ex.status))
+    emit({
+        "tickets": len(tickets),
+        "max_early_data": tickets[-1].max_early_data_size,
+        "resumed": seen[0][0],
+        "early_data_accepted": seen[0][1],
+        "status": seen[0][2],
+        "again_resumed": seen[1][0],
+        "again_early_data_accepted": seen[1][1],
+        "again_status": seen[1][2],
+    })
 
 
 async def run(args):
     asyncio.get_running_loop().set_exception_handler(quiet_leftovers)
-    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
-    config.idle_timeout = args.timeout
-    config.verify_mode = ssl.CERT_NONE
+    if args.mode == "resume":
+        return await resume(args)
     url = urlsplit(args.url)
     async with connect(
-        url.hostname, url.port or 443, configuration=config, create_protocol=Watched
+        url.hostname, url.port or 443, configuration=configuration(args), create_protocol=Watched
     ) as client:
         await MODES[args.mode](args, client)
 

@@ -70,6 +70,21 @@ choice! {
     }
 }
 
+choice! {
+    /// Whether a resuming client may send its first requests as 0-RTT
+    /// data (`--h3-0rtt`).
+    pub enum ZeroRtt {
+        /// Not offered: a resuming client sends its requests after the
+        /// handshake, one round trip later.
+        Off = "off",
+        /// Offered in session tickets: early requests are taken, within
+        /// the receive windows, and answered once the handshake completes
+        /// (never before, so a replayed first flight, which cannot
+        /// complete it, is never answered).
+        On = "on",
+    }
+}
+
 /// What every HTTP/3 connection of a worker applies: the settings marked
 /// `h3` in `config/raw.rs`'s table, by name (as `h2::Http2Conn`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +101,8 @@ pub struct Http3Conn {
     pub connection_window_bytes: usize,
     /// `--h3-retry-threshold`.
     pub retry_threshold: usize,
+    /// `--h3-0rtt`.
+    pub zero_rtt: ZeroRtt,
     /// `--h3-max-resets`: client resets per connection in `conn::h3`'s
     /// window.
     pub max_resets: usize,
@@ -162,15 +179,62 @@ pub(crate) fn config(
 
     let mut tls = tls.clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
-    // 0-RTT is off: a replayed request is the server's problem (RFC 9001
-    // §9.2), and nothing here decides which requests are safe to replay.
-    tls.max_early_data_size = 0;
+    // 0-RTT only with --h3-0rtt on. QUIC's tickets allow all or nothing
+    // (RFC 9001 §4.6.1: 0xffffffff); what early data a client may send is
+    // bounded by the receive windows it was given. It is safe from replay
+    // here because a connection reaches `h3` only once its handshake has
+    // completed (`drive`, `Event::Connected`), which a replayed first
+    // flight cannot do (RFC 8470 §3).
+    // rustls offers early data only with stateful resumption: a session
+    // is then taken from the store once, so a replayed ClientHello finds
+    // it gone (RFC 8446 §8.1). The store is the process's, so a client
+    // whose first packet the kernel sends to another worker resumes there.
+    if settings.zero_rtt == ZeroRtt::On {
+        tls.max_early_data_size = u32::MAX;
+        tls.ticketer = Arc::new(StatefulOnly);
+        tls.session_storage = early_sessions();
+    } else {
+        tls.max_early_data_size = 0;
+    }
     tls.enable_secret_extraction = false;
     let crypto = quinn_proto::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))
         .map_err(|e| Error::Tls(e.to_string()))?;
     let mut server = ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(t));
     Ok((endpoint, server))
+}
+
+/// Sessions kept for resumption with 0-RTT, for every worker of the
+/// process: at most [`EARLY_SESSIONS`], the oldest dropped first.
+fn early_sessions() -> Arc<dyn rustls::server::StoresServerSessions> {
+    static STORE: std::sync::OnceLock<Arc<rustls::server::ServerSessionMemoryCache>> =
+        std::sync::OnceLock::new();
+    STORE
+        .get_or_init(|| rustls::server::ServerSessionMemoryCache::new(EARLY_SESSIONS))
+        .clone()
+}
+
+/// Sessions the 0-RTT store holds (a few hundred bytes each).
+const EARLY_SESSIONS: usize = 16_384;
+
+/// No session tickets: with 0-RTT on, resumption is by the stored session
+/// (`early_sessions`), which rustls requires for early data.
+#[derive(Debug)]
+struct StatefulOnly;
+
+impl rustls::server::ProducesTickets for StatefulOnly {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn lifetime(&self) -> u32 {
+        0
+    }
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Make worker `slot`'s endpoint.
