@@ -504,6 +504,29 @@ fn aioquic() -> Option<common::h3::AioquicClient> {
     }
 }
 
+/// A server (default settings) served once, then `h3hostile.py`'s `mode`
+/// with `args` against it: the server (and its root), its RSS before, the
+/// script's lines. `None` (after SKIPPED) without aioquic.
+fn misbehave(driver: &str, mode: &str, args: &[&str]) -> Option<Misbehaved> {
+    let aioquic = aioquic()?;
+    let (server, root) = server(driver, &[]);
+    let addr = server.https();
+    still_serves(addr);
+    let before = rss_bytes(server.pid());
+    let lines = aioquic
+        .hostile(
+            addr.port(),
+            mode,
+            "/small.txt",
+            args,
+            Duration::from_secs(40),
+        )
+        .unwrap();
+    Some((server, root, before, lines))
+}
+
+type Misbehaved = (TestServer, tempfile::TempDir, u64, Vec<String>);
+
 /// The JSON line of `lines` holding `key`.
 fn line_with<'a>(lines: &'a [String], key: &str) -> &'a str {
     lines
@@ -664,20 +687,10 @@ fn connection_id_retirements_are_bounded_and_steered(driver: &str) {
 /// connection: at most 8 open at once (the client waits for credit), each
 /// stopped by the server so the next may open; the connection serves on.
 fn reserved_unidirectional_streams_are_let_go(driver: &str) {
-    let Some(aioquic) = aioquic() else { return };
-    let (server, _root) = server(driver, &[]);
-    let addr = server.https();
-    still_serves(addr);
-    let before = rss_bytes(server.pid());
-    let lines = aioquic
-        .hostile(
-            addr.port(),
-            "uni",
-            "/small.txt",
-            &["--streams", "1000"],
-            Duration::from_secs(40),
-        )
-        .unwrap();
+    let Some((server, _root, before, lines)) = misbehave(driver, "uni", &["--streams", "1000"])
+    else {
+        return;
+    };
     let done = line_with(&lines, "opened");
     assert!(
         done.contains("\"blocked_left\": 0,")
@@ -693,20 +706,10 @@ fn reserved_unidirectional_streams_are_let_go(driver: &str) {
 /// than the flow-control window lets the client send (64 KiB), and only
 /// that client's connection is the worse for it.
 fn qpack_instructions_are_held_to_the_window(driver: &str) {
-    let Some(aioquic) = aioquic() else { return };
-    let (server, _root) = server(driver, &[]);
-    let addr = server.https();
-    still_serves(addr);
-    let before = rss_bytes(server.pid());
-    let lines = aioquic
-        .hostile(
-            addr.port(),
-            "qpack",
-            "/small.txt",
-            &["--bytes", "300000"],
-            Duration::from_secs(30),
-        )
-        .unwrap();
+    let Some((server, _root, before, lines)) = misbehave(driver, "qpack", &["--bytes", "300000"])
+    else {
+        return;
+    };
     let sent: u64 = line_with(&lines, "sent")
         .split("\"sent\": ")
         .nth(1)
@@ -718,7 +721,7 @@ fn qpack_instructions_are_held_to_the_window(driver: &str) {
         "{sent} bytes of encoder instructions taken"
     );
     within(&server, before, 4 << 20, "QPACK instructions past SETTINGS");
-    still_serves(addr);
+    still_serves(server.https());
 }
 
 /// 0-RTT: by default a resuming client's ticket allows no early data, so

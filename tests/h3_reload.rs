@@ -174,6 +174,24 @@ fn reloads_under_h3_load_fail_no_request(isolation: &str) {
     assert!(all.drained > 0, "{all:?}");
 }
 
+/// Write `text` to `config`, reload, and wait for the reload to complete.
+fn reloader<'a>(server: &'a TestServer, config: &'a common::ConfigFile) -> impl FnMut(&str) + 'a {
+    let mut reloads = 0;
+    move |text: &str| {
+        config.write(text);
+        reloads += 1;
+        server.signal(nix::sys::signal::Signal::SIGHUP);
+        let n = reloads;
+        assert!(
+            common::wait_until(Duration::from_secs(10), || {
+                server.stderr().matches("reload complete").count() >= n
+            }),
+            "{}",
+            server.stderr()
+        );
+    }
+}
+
 /// A reload that moves only the plain listener keeps HTTP/3's very UDP
 /// sockets; one that turns HTTP/3 off stops it; one that turns it on again
 /// serves it on the same port.
@@ -196,20 +214,7 @@ fn reloads_that_change_h3_or_the_plain_listener(isolation: &str) {
         .env("RUST_LOG", "warn,servery::supervisor=info")
         .start();
     let addr = server.https();
-    let mut reloads = 0;
-    let mut reload = |text: &str| {
-        config.write(text);
-        reloads += 1;
-        server.signal(nix::sys::signal::Signal::SIGHUP);
-        let n = reloads;
-        assert!(
-            common::wait_until(Duration::from_secs(10), || {
-                server.stderr().matches("reload complete").count() >= n
-            }),
-            "{}",
-            server.stderr()
-        );
-    };
+    let mut reload = reloader(&server, &config);
     let client = quic::Client::new();
     assert_eq!(
         quic::get_once(&client, addr, "/small.txt").unwrap().status,
@@ -275,20 +280,7 @@ fn reloads_that_change_the_worker_count_keep_h3(isolation: &str) {
         .env("RUST_LOG", "warn,servery::supervisor=info")
         .start();
     let addr = server.https();
-    let mut reloads = 0;
-    let mut reload = |text: &str| {
-        config.write(text);
-        reloads += 1;
-        server.signal(nix::sys::signal::Signal::SIGHUP);
-        let n = reloads;
-        assert!(
-            common::wait_until(Duration::from_secs(10), || {
-                server.stderr().matches("reload complete").count() >= n
-            }),
-            "{}",
-            server.stderr()
-        );
-    };
+    let mut reload = reloader(&server, &config);
     // A connection of the first generation with a response in flight that
     // its client reads nothing of (1 KiB of credit): the generation drains
     // it, and keeps its workers and their sockets, across the reloads.

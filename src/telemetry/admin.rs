@@ -285,7 +285,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         (
             "servery_output_bytes",
             "gauge",
-            "Prepared output held and not yet written (the --output-budget-bytes budget).",
+            "Prepared output held and not yet written, and QUIC send windows lent (the --worker-output-bytes budget).",
             |s| WorkerStats::get(&s.output_bytes),
         ),
         (

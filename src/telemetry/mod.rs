@@ -128,8 +128,9 @@ pub struct WorkerStats {
     /// HTTP/2 connections closed with ENHANCE_YOUR_CALM (too many resets).
     pub h2_calmed: AtomicU64,
     /// Bytes of prepared output the worker holds now and has not written
-    /// (`worker::conn::budget`): HTTP/2 DATA handed to the framer, HTTP/1.1
-    /// streamed body chunks.
+    /// (`worker::budget`): HTTP/2 DATA handed to the framer, HTTP/1.1
+    /// streamed body chunks, HTTP/3 body pieces and the send windows QUIC
+    /// connections are lent.
     pub output_bytes: AtomicU64,
     /// Times a connection waited for the worker's output budget.
     pub output_waits: AtomicU64,

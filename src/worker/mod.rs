@@ -22,6 +22,7 @@
 //! runs here beside the accept loops, for the worker's whole life.
 
 mod accept;
+pub(crate) mod budget;
 mod conn;
 pub mod fault;
 mod heap;

@@ -38,6 +38,9 @@ pub struct Client {
     endpoint: quinn::Endpoint,
 }
 
+/// A request stream of the client.
+pub type Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
 /// One QUIC connection with HTTP/3 on it.
 pub struct Conn {
     pub quic: quinn::Connection,
@@ -186,17 +189,17 @@ impl Conn {
 
     /// Send `req` (no body) and finish its sending side; the stream, to
     /// read (or abandon) the answer.
-    pub async fn send_only(
-        &mut self,
-        req: http::Request<()>,
-    ) -> Result<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>, String> {
-        let mut s = self
-            .send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("send: {e}"))?;
+    pub async fn send_only(&mut self, req: http::Request<()>) -> Result<Stream, String> {
+        let mut s = self.open(req).await?;
         s.finish().await.map_err(|e| format!("finish: {e}"))?;
         Ok(s)
+    }
+
+    async fn open(&mut self, req: http::Request<()>) -> Result<Stream, String> {
+        self.send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("send: {e}"))
     }
 
     /// Send `req` and the first `part` of its body, and leave the stream
@@ -206,12 +209,8 @@ impl Conn {
         &mut self,
         req: http::Request<()>,
         part: Bytes,
-    ) -> Result<h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>, String> {
-        let mut s = self
-            .send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("send: {e}"))?;
+    ) -> Result<Stream, String> {
+        let mut s = self.open(req).await?;
         s.send_data(part)
             .await
             .map_err(|e| format!("send body: {e}"))?;

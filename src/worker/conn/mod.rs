@@ -41,7 +41,7 @@
 //!
 //! [`h1`'s `Conn`]: h1
 
-mod budget;
+use super::budget;
 mod ctx;
 mod dispatch;
 mod fields;

@@ -57,33 +57,14 @@ impl Answer {
             if s.lost.is_some() {
                 return Poll::Ready(Err(Ended::Gone));
             }
-            let mut lent = 0;
-            loop {
-                let Some(first) = chunks.iter().position(|c| c.has_remaining()) else {
-                    return Poll::Ready(Ok(()));
-                };
-                match s.conn.send_stream(id).write_chunks(&mut chunks[first..]) {
-                    Ok(_) => {
-                        lent = 0;
-                        if !wrote {
-                            s.window.wrote(id);
-                            wrote = true;
-                        }
-                    }
-                    Err(WriteError::Blocked) => {
-                        let limit = quic.limits.output_buffer_bytes;
-                        if s.window
-                            .blocked(&mut s.conn, &quic.output, limit, &mut lent)
-                        {
-                            continue;
-                        }
-                        s.wakers.write.insert(id, cx.waker().clone());
-                        return Poll::Pending;
-                    }
-                    Err(WriteError::Stopped(_)) => return Poll::Ready(Err(Ended::Stopped)),
-                    Err(WriteError::ClosedStream) => return Poll::Ready(Err(Ended::Gone)),
-                }
-            }
+            let written = write_all(s, quic, id, cx, &mut wrote, |send| {
+                let first = chunks.iter().position(|c| c.has_remaining())?;
+                Some(send.write_chunks(&mut chunks[first..]).map(|_| ()))
+            });
+            written.map_err(|e| match e {
+                WriteError::Stopped(_) => Ended::Stopped,
+                WriteError::Blocked | WriteError::ClosedStream => Ended::Gone,
+            })
         });
         if wrote {
             self.quic.touch(self.handle);
@@ -108,6 +89,48 @@ impl Answer {
         });
         self.quic.touch(self.handle);
         r.unwrap_or(Err(Ended::Gone))
+    }
+}
+
+/// Write to stream `id` of connection `s` until `step` has nothing left
+/// (it returns `None`): each write is one call of `step` on the stream.
+/// When the connection is blocked the send window may be lent more
+/// (`super::window`) and the write tried again; otherwise the task waits
+/// for the stream's next write event. `wrote` is set once anything was
+/// taken. The one write loop of the answers here and of `h3`'s streams
+/// (`super::streams`).
+pub(super) fn write_all(
+    s: &mut Slot,
+    quic: &Quic,
+    id: StreamId,
+    cx: &Context<'_>,
+    wrote: &mut bool,
+    mut step: impl FnMut(&mut quinn_proto::SendStream<'_>) -> Option<Result<(), WriteError>>,
+) -> Poll<Result<(), WriteError>> {
+    // A loan just taken for this write, until the write goes on.
+    let mut lent = 0;
+    loop {
+        match step(&mut s.conn.send_stream(id)) {
+            None => return Poll::Ready(Ok(())),
+            Some(Ok(())) => {
+                lent = 0;
+                if !*wrote {
+                    s.window.wrote(id);
+                    *wrote = true;
+                }
+            }
+            Some(Err(WriteError::Blocked)) => {
+                let limit = quic.limits.output_buffer_bytes;
+                if s.window
+                    .blocked(&mut s.conn, &quic.output, limit, &mut lent)
+                {
+                    continue;
+                }
+                s.wakers.write.insert(id, cx.waker().clone());
+                return Poll::Pending;
+            }
+            Some(Err(e)) => return Poll::Ready(Err(e)),
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use quinn_proto::{
 
 use super::window::Window;
 use crate::telemetry::WorkerStats;
-use crate::worker::conn::WorkerBudget;
+use crate::worker::budget::WorkerBudget;
 
 /// Maps keyed by numbers we or quinn-proto chose (connection handles,
 /// stream IDs), never by a client's bytes: hashed as they are, without

@@ -242,7 +242,7 @@ pub(crate) fn endpoint(
     endpoint: EndpointConfig,
     server: ServerConfig,
     stats: Arc<WorkerStats>,
-    output: Rc<crate::worker::conn::WorkerBudget>,
+    output: Rc<crate::worker::budget::WorkerBudget>,
     limits: endpoint::Limits,
     port: u16,
 ) -> Rc<Quic> {

@@ -342,41 +342,18 @@ impl Stream {
             if let Some(e) = lost(s) {
                 return Poll::Ready(Err(stream_lost(e)));
             }
-            // A loan just taken for this write, until the write goes on.
-            let mut lent = 0;
-            while pending.has_remaining() {
-                match s.conn.send_stream(id).write(pending.chunk()) {
-                    Ok(n) => {
-                        pending.advance(n);
-                        lent = 0;
-                        if !wrote {
-                            s.window.wrote(id);
-                            wrote = true;
-                        }
-                    }
-                    Err(WriteError::Blocked) => {
-                        let limit = quic.limits.output_buffer_bytes;
-                        if s.window
-                            .blocked(&mut s.conn, &quic.output, limit, &mut lent)
-                        {
-                            continue;
-                        }
-                        s.wakers.write.insert(id, cx.waker().clone());
-                        return Poll::Pending;
-                    }
-                    Err(WriteError::Stopped(code)) => {
-                        return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
-                            error_code: code.into_inner(),
-                        }))
-                    }
-                    Err(WriteError::ClosedStream) => {
-                        return Poll::Ready(Err(StreamErrorIncoming::Unknown(Box::new(
-                            quinn_proto::ClosedStream::default(),
-                        ))))
-                    }
+            let written = super::answer::write_all(s, quic, id, cx, &mut wrote, |send| {
+                if !pending.has_remaining() {
+                    return None;
                 }
-            }
-            Poll::Ready(Ok(()))
+                Some(send.write(pending.chunk()).map(|n| pending.advance(n)))
+            });
+            written.map_err(|e| match e {
+                WriteError::Stopped(code) => StreamErrorIncoming::StreamTerminated {
+                    error_code: code.into_inner(),
+                },
+                _ => StreamErrorIncoming::Unknown(Box::new(quinn_proto::ClosedStream::default())),
+            })
         });
         if wrote {
             self.quic.touch(self.handle);

@@ -17,7 +17,7 @@
 
 use quinn_proto::{Connection, Dir, StreamId};
 
-use crate::worker::conn::WorkerBudget;
+use crate::worker::budget::WorkerBudget;
 
 /// The window every connection has without a loan: one HTTP/3 piece.
 pub(crate) const BASE: u64 = 16 * 1024;

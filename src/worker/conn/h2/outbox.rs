@@ -1,7 +1,7 @@
 //! What one HTTP/2 connection's streams have handed to `h2` and not yet
 //! written: every DATA byte is counted from before it is read or handed over
 //! until it reaches the socket, against the connection's and the worker's
-//! output budgets (`conn::budget`).
+//! output budgets (`worker::budget`).
 //!
 //! Owns the per-stream counts, the frame scan that sees DATA leave, the
 //! handles of streams whose answers ended with bytes still unsent, and the

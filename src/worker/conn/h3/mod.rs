@@ -91,18 +91,7 @@ async fn request<H: Service>(
     let limit = ctx.settings.header_timeout;
     // Boxed and dropped once resolved: a task's size is its largest state,
     // and this one's is held by every open request.
-    let resolved = {
-        let mut resolving = Box::pin(resolver.resolve_request());
-        let mut deadline: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
-        poll_fn(|cx| {
-            if let Poll::Ready(r) = resolving.as_mut().poll(cx) {
-                return Poll::Ready(Some(r));
-            }
-            let sleep = deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
-            sleep.as_mut().poll(cx).map(|()| None)
-        })
-        .await
-    };
+    let resolved = timed(limit, Box::pin(resolver.resolve_request())).await;
     match resolved {
         Some(Ok((req, stream))) => Box::pin(stream::answer(&ctx, &watch, req, stream, facts)).await,
         Some(Err(e)) => tracing::debug!(error = %e, "HTTP/3 request refused"),
@@ -111,6 +100,21 @@ async fn request<H: Service>(
         None => tracing::debug!("HTTP/3 request head not received in time; dropped"),
     }
     watch.watch.wake();
+}
+
+/// `f`'s output, or `None` if it is not done within `limit`; a timer only
+/// for what had to wait (most heads and writes do not).
+async fn timed<F: Future>(limit: Duration, f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut late: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = f.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        let sleep = late.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// Serve one HTTP/3 connection until it ends.

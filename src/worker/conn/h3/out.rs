@@ -21,21 +21,34 @@
 //! H3_REQUEST_CANCELLED. Whatever is still held goes back when the answer
 //! ends, however it ends.
 
-use std::future::{poll_fn, Future};
-use std::pin::pin;
-use std::task::Poll;
+use std::cell::Cell;
+use std::future::poll_fn;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use h3::server::RequestStream;
 
 use super::super::budget::{ConnBudget, Ticket};
-use super::frames;
-use super::stream::{Gone, Tally};
+use super::{frames, timed};
 use crate::worker::quic::{Answer, Ended};
 
 /// H3_REQUEST_CANCELLED (RFC 9114 §8.1): a response we stopped.
 pub(super) const REQUEST_CANCELLED: u64 = 0x10c;
+
+/// What a stream's answer sent, for its log line.
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) status: Cell<u16>,
+    pub(super) bytes: Cell<u64>,
+}
+
+/// Why a response did not go out whole.
+pub(super) enum Gone {
+    /// The client reset the stream or stopped reading it.
+    Reset,
+    /// The connection ended, or we ended the stream.
+    Ended,
+}
 
 /// One response's writer and its hold on the output budget.
 pub(super) struct Out<'a> {
@@ -162,21 +175,6 @@ fn gone(e: Ended) -> Gone {
         Ended::Stopped => Gone::Reset,
         Ended::Gone => Gone::Ended,
     }
-}
-
-/// `f`'s output, or `None` if it is not done within `limit`; a timer only
-/// for what had to wait.
-async fn timed<F: Future>(limit: Duration, f: F) -> Option<F::Output> {
-    let mut f = pin!(f);
-    let mut late: Option<std::pin::Pin<Box<monoio::time::Sleep>>> = None;
-    poll_fn(|cx| {
-        if let Poll::Ready(r) = f.as_mut().poll(cx) {
-            return Poll::Ready(Some(r));
-        }
-        let sleep = late.get_or_insert_with(|| Box::pin(monoio::time::sleep(limit)));
-        sleep.as_mut().poll(cx).map(|()| None)
-    })
-    .await
 }
 
 /// A response that could not go on within `--send-timeout`: its stream is

@@ -36,7 +36,7 @@ use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::{fields, heads, Ctx};
 use super::frames;
-use super::out::{Out, REQUEST_CANCELLED};
+use super::out::{Gone, Out, Tally, REQUEST_CANCELLED};
 use super::Shared;
 use crate::app::body::Feed;
 use crate::app::response::{from_static, Kind};
@@ -62,13 +62,6 @@ const HEAD_BYTES: usize = 256;
 
 /// H3_INTERNAL_ERROR.
 const INTERNAL_ERROR: u64 = 0x102;
-
-/// What a stream's answer sent, for its log line.
-#[derive(Default)]
-pub(super) struct Tally {
-    status: Cell<u16>,
-    pub(super) bytes: Cell<u64>,
-}
 
 /// A stream's access-log line, written when its answer ends.
 struct Logged<'a> {
@@ -280,14 +273,6 @@ async fn discard<H>(ctx: &Ctx<H>, stream: &mut Stream) -> Result<(), Option<Body
             Ok(Err(_)) => return Err(None),
         }
     }
-}
-
-/// Why a response did not go out whole.
-pub(super) enum Gone {
-    /// The client reset the stream or stopped reading it.
-    Reset,
-    /// The connection ended, or we ended the stream.
-    Ended,
 }
 
 /// Send `resp` on `stream` and end it.

@@ -2,10 +2,13 @@
 //! written, bounded per connection and for the whole worker.
 //!
 //! Owns the two counters and their waits. Does not own what counts as
-//! prepared (HTTP/2's `h2::outbox` counts DATA handed to the framer until
-//! its bytes reach the socket; HTTP/1.1's `output` counts queued in-memory
-//! pieces until their write completes) nor when a stalled connection is
-//! closed (each protocol's send timeout).
+//! prepared (HTTP/2's `conn::h2::outbox` counts DATA handed to the framer
+//! until its bytes reach the socket; HTTP/1.1's `conn::output` counts
+//! queued in-memory pieces until their write completes; HTTP/3's
+//! `conn::h3::out` counts a body's pieces until quinn-proto takes them,
+//! and `quic::window` the send windows QUIC connections are lent) nor when
+//! a stalled connection is closed (each protocol's send timeout). It sits
+//! beside `conn` and `quic`, both of which use it.
 //!
 //! Why two bounds: one HTTP/2 client that opens its windows and never reads
 //! makes every stream prepare data that cannot leave. A bound per stream
