@@ -6,7 +6,7 @@
 //! until its bytes reach the socket; HTTP/1.1's `conn::output` counts
 //! queued in-memory pieces until their write completes; HTTP/3's
 //! `conn::h3::out` counts a body's pieces until quinn-proto takes them,
-//! and `quic::window` the send windows QUIC connections are lent) nor when
+//! and `quic::window` (under `worker`) the send windows QUIC connections are lent) nor when
 //! a stalled connection is closed (each protocol's send timeout). It sits
 //! beside `conn` and `quic`, both of which use it.
 //!

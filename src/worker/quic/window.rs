@@ -19,7 +19,8 @@ use quinn_proto::{Connection, Dir, StreamId};
 
 use crate::worker::budget::WorkerBudget;
 
-/// The window every connection has without a loan: one HTTP/3 piece.
+/// The window every connection has without a loan: one budget slice
+/// (`worker::budget::SLICE_BYTES`), the least a piece is granted.
 pub(crate) const BASE: u64 = 16 * 1024;
 
 /// The smallest loan worth taking: less would only add round trips.
