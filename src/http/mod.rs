@@ -1,4 +1,5 @@
-//! HTTP/1.1 protocol core: request heads in, response heads out, no I/O.
+//! HTTP protocol cores: request heads in, response heads out, no I/O.
+//! HTTP/2's frames, HPACK and connection state are `h2`'s (RFC 9113).
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
 //! (`body`) and the chunked decoder under it (`chunked`), the token grammar
@@ -27,6 +28,7 @@ pub mod chunked;
 pub mod date;
 pub mod error;
 pub mod finish;
+pub mod h2;
 pub mod host;
 pub mod parse;
 pub mod response;

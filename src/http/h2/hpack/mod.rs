@@ -1,0 +1,13 @@
+//! HPACK, HTTP/2's field compression (RFC 7541): the Huffman code, the
+//! tables, a decoder with its bounds, and an encoder that never indexes.
+//!
+//! Owns the bytes of field blocks only; which fields a request may carry,
+//! and what a block too large means, belong to the frame layer above
+//! (`http::h2::conn`).
+
+pub mod decode;
+pub mod encode;
+pub mod huffman;
+pub mod table;
+
+pub use decode::{Decoder, Error, FieldList};
