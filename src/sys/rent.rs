@@ -85,6 +85,26 @@ pub fn fill_spare<R>(
     r
 }
 
+/// [`fill_spare`] for a `BytesMut`: read into its spare capacity.
+pub fn fill_spare_bytes<R>(
+    buf: &mut bytes::BytesMut,
+    read: impl FnOnce(&mut monoio::io::poll_io::ReadBuf<'_>) -> R,
+) -> R {
+    let len = buf.len();
+    let spare = buf.spare_capacity_mut();
+    let start = spare.as_ptr() as *const u8;
+    let mut rb = monoio::io::poll_io::ReadBuf::uninit(spare);
+    let r = read(&mut rb);
+    let filled = rb.filled();
+    if filled.as_ptr() == start {
+        let n = filled.len();
+        // SAFETY: as in `fill_spare`: the first `n` bytes of the spare
+        // capacity were initialised by the reader, so `len + n` bytes are.
+        unsafe { buf.set_len(len + n) };
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -120,6 +120,7 @@ impl Conn {
         } else {
             self.ours.initial_window.max(DEFAULT_WINDOW)
         };
+        self.last_taken = stream;
         self.streams.insert(
             stream,
             Stream {

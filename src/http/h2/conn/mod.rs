@@ -199,6 +199,8 @@ pub struct Conn {
     phase: Phase,
     /// Our SETTINGS were acknowledged: the peer uses our values.
     acked: bool,
+    /// The peer's SETTINGS (not an acknowledgement) came.
+    peer_settings: bool,
     decoder: Decoder,
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE.
     peer_window: u32,
@@ -209,6 +211,9 @@ pub struct Conn {
     closed: VecDeque<(u32, Closed)>,
     /// The highest stream id the peer has opened.
     last_stream: u32,
+    /// The highest stream handed to the task (a request or a 431): what a
+    /// GOAWAY names as processed (RFC 9113 §6.8).
+    last_taken: u32,
     send_window: i64,
     recv_window: i64,
     /// Connection credit given back by the task, not yet announced.
@@ -248,16 +253,17 @@ impl Conn {
         if ours.header_table_bytes != DEFAULT_TABLE {
             params.push((setting::HEADER_TABLE_SIZE, ours.header_table_bytes as u32));
         }
-        frame::write_settings(&mut out.bytes, &params);
+        frame::write_settings(out.frames(), &params);
         let mut recv_window = i64::from(DEFAULT_WINDOW);
         if ours.initial_window > DEFAULT_WINDOW {
-            frame::write_window_update(&mut out.bytes, 0, ours.initial_window - DEFAULT_WINDOW);
+            frame::write_window_update(out.frames(), 0, ours.initial_window - DEFAULT_WINDOW);
             recv_window = i64::from(ours.initial_window);
         }
         Conn {
             ours,
             phase: Phase::Preface,
             acked: false,
+            peer_settings: false,
             // Until our SETTINGS are acknowledged the peer may use the
             // protocol's default table.
             decoder: Decoder::new(ours.header_table_bytes.max(DEFAULT_TABLE)),
@@ -266,6 +272,7 @@ impl Conn {
             streams: HashMap::default(),
             closed: VecDeque::new(),
             last_stream: 0,
+            last_taken: 0,
             send_window: i64::from(DEFAULT_WINDOW),
             recv_window,
             unreleased: 0,
@@ -296,7 +303,23 @@ impl Conn {
     /// Whether `recv` would take frames now: not while control frames past
     /// [`CONTROL_BYTES`] wait to be written, nor after a connection error.
     pub fn wants_read(&self) -> bool {
-        self.failed.is_none() && self.out.bytes.len() <= CONTROL_BYTES
+        self.failed.is_none() && self.out.frame_bytes() <= CONTROL_BYTES
+    }
+
+    /// The client's preface and SETTINGS have come.
+    pub fn ready(&self) -> bool {
+        self.peer_settings
+    }
+
+    /// The connection error that ended the connection, if one did.
+    pub fn failure(&self) -> Option<ErrorCode> {
+        self.failed
+    }
+
+    /// A GOAWAY with the last stream has gone out: no stream after it will
+    /// be taken (a graceful drain's first GOAWAY does not count).
+    pub fn goaway_final(&self) -> bool {
+        self.goaway.is_some()
     }
 
     /// Streams open or half-closed.
@@ -304,9 +327,9 @@ impl Conn {
         self.streams.len()
     }
 
-    /// The highest stream id the peer opened.
-    pub fn last_stream(&self) -> u32 {
-        self.last_stream
+    /// The highest stream id handed to the task.
+    pub fn last_taken(&self) -> u32 {
+        self.last_taken
     }
 
     /// GOAWAY was sent (gracefully or not).
@@ -355,8 +378,10 @@ impl Conn {
                 break;
             }
             if self.phase == Phase::FirstSettings {
-                // §3.4: the preface ends with a SETTINGS frame.
-                if head.kind != kind::SETTINGS || head.has(flag::ACK) {
+                // §3.4: the preface ends with a SETTINGS frame. (One that
+                // acknowledges ours first is let pass: some clients answer
+                // our SETTINGS before sending theirs.)
+                if head.kind != kind::SETTINGS {
                     return Err(self.fail(ErrorCode::PROTOCOL_ERROR));
                 }
                 self.phase = Phase::Open;
@@ -380,8 +405,8 @@ impl Conn {
     fn fail(&mut self, code: ErrorCode) -> ConnError {
         if self.failed.is_none() {
             self.failed = Some(code);
-            frame::write_goaway(&mut self.out.bytes, self.last_stream, code);
-            self.goaway = Some(self.last_stream);
+            frame::write_goaway(self.out.frames(), self.last_taken, code);
+            self.goaway = Some(self.last_taken);
         }
         ConnError { code }
     }
@@ -537,15 +562,16 @@ impl Conn {
                 Ok(())
             }
             Frame::Settings { params, .. } => {
+                self.peer_settings = true;
                 for (id, value) in frame::settings(params) {
                     self.setting(id, value)?;
                 }
-                frame::write_settings_ack(&mut self.out.bytes);
+                frame::write_settings_ack(self.out.frames());
                 Ok(())
             }
             Frame::PushPromise => Err(ErrorCode::PROTOCOL_ERROR),
             Frame::Ping { ack: false, data } => {
-                frame::write_ping(&mut self.out.bytes, true, data);
+                frame::write_ping(self.out.frames(), true, data);
                 Ok(())
             }
             Frame::Ping { ack: true, data } => {

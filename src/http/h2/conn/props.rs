@@ -123,7 +123,7 @@ proptest! {
                 prop_assert!(r.is_err(), "a failed connection took more");
             }
             failed |= r.is_err();
-            prop_assert!(conn.out.bytes.len() <= CONTROL_BYTES + 64);
+            prop_assert!(conn.out.frame_bytes() <= CONTROL_BYTES + 64);
             prop_assert!(conn.streams.len() <= SETTINGS.max_concurrent_streams as usize);
             prop_assert!(conn.block.len() <= SETTINGS.max_header_list_bytes + MAX_FRAME);
             prop_assert!(conn.decoder.table_size() <= DEFAULT_TABLE);

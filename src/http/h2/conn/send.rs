@@ -2,6 +2,8 @@
 //! within the peer's windows, credit given back, resets and GOAWAY, all
 //! written into the connection's [`Output`].
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 
 use super::super::frame::{self, flag, kind, MAX_FRAME};
@@ -10,34 +12,57 @@ use super::super::ErrorCode;
 use super::{Closed, Conn, COPY_BELOW, DEFAULT_WINDOW, DRAIN_PING};
 
 /// Bytes to write, in order: frames written here, with payloads kept as
-/// the [`Bytes`] they came in (spliced at their offsets).
+/// the [`Bytes`] they came in (spliced at their offsets). What the socket
+/// took is dropped as it goes ([`Output::advance`]): a payload is freed
+/// once written, not when the whole output is.
 #[derive(Debug, Default)]
 pub struct Output {
-    pub bytes: Vec<u8>,
+    bytes: Vec<u8>,
+    /// `bytes[..start]` has been written.
+    start: usize,
     /// (offset in `bytes` the payload goes before, payload).
-    pub pieces: Vec<(usize, Bytes)>,
+    pieces: VecDeque<(usize, Bytes)>,
     /// Payload bytes in `pieces`.
     piece_bytes: usize,
 }
 
+/// Written frame bytes past which the written prefix is cut off.
+const COMPACT_BYTES: usize = 16 * 1024;
+
 impl Output {
     /// Bytes to write.
     pub fn len(&self) -> usize {
-        self.bytes.len() + self.piece_bytes
+        self.bytes.len() - self.start + self.piece_bytes
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The bytes in order, as slices.
+    /// Frame bytes to write (control frames, heads, small payloads): what
+    /// `Conn::wants_read` bounds.
+    pub fn frame_bytes(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// Append frame bytes.
+    pub fn extend(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+    }
+
+    /// The buffer frames are written into.
+    pub(super) fn frames(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    /// The bytes to write in order, as slices.
     pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
-        let mut at = 0;
+        let mut at = self.start;
         let mut pieces = self.pieces.iter();
         let mut next = pieces.next();
         std::iter::from_fn(move || loop {
             match next {
-                Some((off, p)) if *off == at => {
+                Some((off, p)) if *off <= at => {
                     next = pieces.next();
                     if !p.is_empty() {
                         return Some(&p[..]);
@@ -58,10 +83,54 @@ impl Output {
         })
     }
 
+    /// `n` bytes from the front were written: they go.
+    pub fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.pieces.front_mut() {
+                Some((off, p)) if *off <= self.start => {
+                    let k = n.min(p.len());
+                    bytes::Buf::advance(p, k);
+                    self.piece_bytes -= k;
+                    n -= k;
+                    if p.is_empty() {
+                        self.pieces.pop_front();
+                    }
+                }
+                next => {
+                    let end = next.map_or(self.bytes.len(), |(off, _)| *off);
+                    let k = n.min(end - self.start);
+                    if k == 0 {
+                        break;
+                    }
+                    self.start += k;
+                    n -= k;
+                }
+            }
+        }
+        if self.is_empty() {
+            self.clear();
+        } else if self.start >= COMPACT_BYTES {
+            self.bytes.drain(..self.start);
+            for (off, _) in &mut self.pieces {
+                *off -= self.start;
+            }
+            self.start = 0;
+        }
+    }
+
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.start = 0;
         self.pieces.clear();
         self.piece_bytes = 0;
+    }
+
+    /// Free the buffers if larger than `keep` (and empty).
+    pub fn release(&mut self, keep: usize) {
+        if self.is_empty() && self.bytes.capacity() > keep {
+            self.bytes = Vec::new();
+            self.pieces = VecDeque::new();
+        }
     }
 
     pub(super) fn payload(&mut self, data: Bytes) {
@@ -69,7 +138,7 @@ impl Output {
             self.bytes.extend_from_slice(&data);
         } else {
             self.piece_bytes += data.len();
-            self.pieces.push((self.bytes.len(), data));
+            self.pieces.push_back((self.bytes.len(), data));
         }
     }
 }
@@ -79,7 +148,7 @@ impl Conn {
     /// are ignored.
     pub fn reset(&mut self, stream: u32, code: ErrorCode) {
         let unreleased = self.streams.remove(&stream).map_or(0, |s| s.unreleased);
-        frame::write_rst_stream(&mut self.out.bytes, stream, code);
+        frame::write_rst_stream(self.out.frames(), stream, code);
         self.remember(stream, Closed::ByUs);
         self.release_connection(unreleased as usize);
     }
@@ -95,7 +164,7 @@ impl Conn {
             }
             s.unreleased += n as u32;
             if s.unreleased >= threshold.max(1) {
-                frame::write_window_update(&mut self.out.bytes, stream, s.unreleased);
+                frame::write_window_update(self.out.frames(), stream, s.unreleased);
                 s.recv_window += i64::from(s.unreleased);
                 s.unreleased = 0;
             }
@@ -109,7 +178,7 @@ impl Conn {
         self.unreleased += n as u32;
         let target = self.ours.initial_window.max(DEFAULT_WINDOW);
         if self.unreleased >= target / 2 {
-            frame::write_window_update(&mut self.out.bytes, 0, self.unreleased);
+            frame::write_window_update(self.out.frames(), 0, self.unreleased);
             self.recv_window += i64::from(self.unreleased);
             self.unreleased = 0;
         }
@@ -137,7 +206,7 @@ impl Conn {
         }
         let update = std::mem::take(&mut self.table_update_due);
         let len: usize = parts.iter().map(|p| p.len()).sum::<usize>() + usize::from(update);
-        let out = &mut self.out.bytes;
+        let out = self.out.frames();
         let end = if end_stream { flag::END_STREAM } else { 0 };
         if len <= MAX_FRAME {
             frame::head(out, len, kind::HEADERS, end | flag::END_HEADERS, stream);
@@ -199,7 +268,7 @@ impl Conn {
             } else {
                 0
             };
-            frame::head(&mut self.out.bytes, chunk.len(), kind::DATA, flags, stream);
+            frame::head(self.out.frames(), chunk.len(), kind::DATA, flags, stream);
             self.out.payload(chunk);
             if left.is_empty() {
                 break;
@@ -236,8 +305,8 @@ impl Conn {
         if self.going_away() {
             return;
         }
-        frame::write_goaway(&mut self.out.bytes, frame::MAX_WINDOW, ErrorCode::NO_ERROR);
-        frame::write_ping(&mut self.out.bytes, false, DRAIN_PING);
+        frame::write_goaway(self.out.frames(), frame::MAX_WINDOW, ErrorCode::NO_ERROR);
+        frame::write_ping(self.out.frames(), false, DRAIN_PING);
         self.draining = true;
     }
 
@@ -246,8 +315,8 @@ impl Conn {
         if self.goaway.is_some() && code == ErrorCode::NO_ERROR {
             return;
         }
-        frame::write_goaway(&mut self.out.bytes, self.last_stream, code);
-        self.goaway = Some(self.last_stream);
+        frame::write_goaway(self.out.frames(), self.last_taken, code);
+        self.goaway = Some(self.last_taken);
         self.draining = false;
     }
 }

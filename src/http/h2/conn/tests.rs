@@ -694,13 +694,25 @@ fn a_drain_goes_away_twice_around_a_ping() {
 #[test]
 fn output_chunks_keep_their_order() {
     let mut o = Output::default();
-    o.bytes.extend_from_slice(b"ab");
+    o.extend(b"ab");
     o.payload(Bytes::from(vec![b'X'; COPY_BELOW]));
-    o.bytes.extend_from_slice(b"cd");
+    o.extend(b"cd");
     o.payload(Bytes::from_static(b"y"));
     o.payload(Bytes::from(vec![b'Z'; COPY_BELOW]));
     let all: Vec<u8> = o.chunks().flatten().copied().collect();
     let want = [&b"ab"[..], &[b'X'; COPY_BELOW], b"cdy", &[b'Z'; COPY_BELOW]].concat();
     assert_eq!(all, want);
     assert_eq!(o.len(), want.len());
+    // Taken a few bytes at a time, the rest reads the same and written
+    // payloads go.
+    let mut taken = Vec::new();
+    while !o.is_empty() {
+        let first = o.chunks().next().unwrap();
+        let k = first.len().min(700);
+        taken.extend_from_slice(&first[..k]);
+        o.advance(k);
+        let rest: Vec<u8> = o.chunks().flatten().copied().collect();
+        assert_eq!([&taken[..], &rest[..]].concat(), want);
+    }
+    assert_eq!(o.len(), 0);
 }

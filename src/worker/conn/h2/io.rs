@@ -1,28 +1,24 @@
-//! The byte streams an HTTP/2 connection runs over, as the `h2` crate wants
-//! them: poll-style `AsyncRead + AsyncWrite` (tokio's traits, which monoio
-//! re-exports as `poll_io`).
+//! The byte streams an HTTP/2 connection runs over: poll-style
+//! `AsyncRead + AsyncWrite` (tokio's traits, which monoio re-exports as
+//! `poll_io`).
 //!
 //! A plain socket becomes one with monoio's `into_poll_io` (readiness through
-//! the ring on io_uring, epoll on the legacy driver). Two wrappers complete
-//! it:
-//! - [`Prefixed`]: the bytes the HTTP/1.1 loop had already read when it saw
-//!   the h2c preface, handed to `h2` before the socket's next bytes;
-//! - [`Deferred`]: every write of one pass of the connection task gathered
-//!   and sent in one system call when the pass ends, each DATA payload
-//!   credited to its stream's count as the socket takes it (`outbox`).
+//! the ring on io_uring, epoll on the legacy driver). [`Prefixed`] gives the
+//! connection the bytes the HTTP/1.1 loop had already read when it saw the
+//! h2c preface, before the socket's next bytes; [`Writer`] sends what one
+//! pass of the connection task wrote, in gathered writes.
 //!
 //! Over TLS the socket is wrapped first by `tls::Tls`.
 
-use std::cell::RefCell;
 use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::outbox::{FrameScan, Outbox};
+use crate::http::h2::Output;
 
 /// `prefix`, then whatever `io` reads.
 pub(crate) struct Prefixed<T> {
@@ -83,164 +79,56 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
     }
 }
 
-/// The writes of one pass of the connection task, gathered and sent
-/// together by [`Flusher::poll_flush`] when the pass ends.
-///
-/// `h2` flushes its writer before each DATA frame of more than 256 bytes
-/// that follows another, so taken as they come a batch of small responses
-/// costs a system call each (and a TCP segment, or a TLS record, for the
-/// client). Here `poll_flush` only notes that bytes wait; the connection
-/// task writes them once it has polled `h2` and every stream. Costs one
-/// copy of the bytes; the gathered bytes are bounded by [`GATHER_BYTES`],
-/// past which a write waits for them to leave.
-pub(crate) struct Deferred<T> {
-    shared: Rc<RefCell<Gather<T>>>,
-}
-
-/// The connection task's end of a [`Deferred`].
-pub(crate) struct Flusher<T> {
-    shared: Rc<RefCell<Gather<T>>>,
-}
-
-struct Gather<T> {
-    io: T,
-    buf: Vec<u8>,
-    /// `buf[sent..]` is still to write.
-    sent: usize,
-    /// Where the written bytes are in `h2`'s frames: each DATA payload the
-    /// socket takes is credited to its stream in `outbox`.
+/// Writes a connection's output ([`Output`]: frames with body payloads
+/// spliced in) as the socket takes it, in gathered writes, each DATA
+/// payload credited to its stream in the outbox as it leaves and dropped
+/// from the output.
+#[derive(Debug, Default)]
+pub(super) struct Writer {
     scan: FrameScan,
-    outbox: Rc<Outbox>,
 }
 
-/// The most a [`Deferred`] gathers before a write must wait.
-const GATHER_BYTES: usize = 64 * 1024;
-/// What it keeps allocated between passes.
-const GATHER_KEEP_BYTES: usize = 16 * 1024;
+/// Slices a gathered write carries at most.
+const SLICES: usize = 64;
+/// Output capacity kept between passes; a larger buffer is freed once empty.
+const KEEP_BYTES: usize = 16 * 1024;
 
-/// `io` with its writes deferred to the returned [`Flusher`]; what leaves
-/// is credited to `outbox`.
-pub(super) fn deferred<T>(io: T, outbox: Rc<Outbox>) -> (Deferred<T>, Flusher<T>) {
-    let shared = Rc::new(RefCell::new(Gather {
-        io,
-        buf: Vec::new(),
-        sent: 0,
-        scan: FrameScan::default(),
-        outbox,
-    }));
-    (
-        Deferred {
-            shared: shared.clone(),
-        },
-        Flusher { shared },
-    )
-}
-
-impl<T: AsyncWrite + Unpin> Gather<T> {
-    /// Write out what is gathered, then flush `io` (TLS: its records).
-    /// `release`: the pass is over, so a buffer grown past
-    /// [`GATHER_KEEP_BYTES`] is freed; within a pass it is kept for the
-    /// next 64 KiB (growing it anew each time copied most of what it held).
-    fn poll_drain(&mut self, cx: &mut Context<'_>, release: bool) -> Poll<io::Result<()>> {
-        while self.sent < self.buf.len() {
-            let n =
-                std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.buf[self.sent..]))?;
+impl Writer {
+    /// Write `out` until it has all left (`Ready(Ok)`) or the socket is full
+    /// (`Pending`).
+    pub(super) fn poll_write<T: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut T,
+        out: &mut Output,
+        outbox: &Outbox,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while !out.is_empty() {
+            let mut slices: [io::IoSlice<'_>; SLICES] =
+                std::array::from_fn(|_| io::IoSlice::new(&[]));
+            let mut used = 0;
+            for chunk in out.chunks().take(SLICES) {
+                slices[used] = io::IoSlice::new(chunk);
+                used += 1;
+            }
+            let n = std::task::ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[..used]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            let outbox = &self.outbox;
             outbox.moved();
-            (self.scan).scan(&self.buf[self.sent..self.sent + n], |id, k| {
-                outbox.written(id, k)
-            });
-            self.sent += n;
-        }
-        self.sent = 0;
-        if release && self.buf.capacity() > GATHER_KEEP_BYTES {
-            self.buf = Vec::new();
-        } else {
-            self.buf.clear();
-        }
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> Flusher<T> {
-    /// Send what the pass wrote; `Pending` while the socket is full (the
-    /// task is woken when it drains).
-    pub(crate) fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.shared.borrow_mut().poll_drain(cx, true)
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Deferred<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.shared.borrow_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Deferred<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let mut g = self.shared.borrow_mut();
-        let mut total = 0;
-        for b in bufs {
-            if g.buf.len() >= GATHER_BYTES {
-                break;
+            let mut left = n;
+            for s in &slices[..used] {
+                let k = left.min(s.len());
+                self.scan.scan(&s[..k], |id, paid| outbox.written(id, paid));
+                left -= k;
+                if left == 0 {
+                    break;
+                }
             }
-            let room = GATHER_BYTES - g.buf.len();
-            let take = b.len().min(room);
-            // Past what is kept between passes, straight to the most it
-            // gathers: one move of at most 16 KiB instead of a doubling's
-            // copies (file data arrives 16 KiB a frame).
-            let want = g.buf.len() + take;
-            if want > GATHER_KEEP_BYTES && g.buf.capacity() < GATHER_BYTES {
-                let more = GATHER_BYTES - g.buf.len();
-                g.buf.reserve_exact(more);
-            }
-            g.buf.extend_from_slice(&b[..take]);
-            total += take;
-            if take < b.len() {
-                break;
-            }
+            out.advance(n);
         }
-        if total > 0 || bufs.iter().all(|b| b.is_empty()) {
-            return Poll::Ready(Ok(total));
-        }
-        // Full: what is gathered must leave before more comes.
-        std::task::ready!(g.poll_drain(cx, false))?;
-        drop(g);
-        self.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Deferred to the end of the task's pass (`Flusher`).
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut g = self.shared.borrow_mut();
-        std::task::ready!(g.poll_drain(cx, true))?;
-        Pin::new(&mut g.io).poll_shutdown(cx)
+        out.release(KEEP_BYTES);
+        Pin::new(io).poll_flush(cx)
     }
 }
 

@@ -1,97 +1,93 @@
-//! HTTP/2 connections (RFC 9113), framed by the `h2` crate, answered through
-//! the same dispatch as HTTP/1.1.
+//! HTTP/2 connections (RFC 9113), framed by our own protocol layer
+//! (`http::h2`), answered through the same dispatch as HTTP/1.1.
 //!
 //! Owns an HTTP/2 connection's life: the settings it applies ([`Http2Conn`],
-//! [`H2c`]: what `config` validated) and advertises, the task that drives
-//! `h2` and its streams, GOAWAY on a drain, an idle connection's
-//! end, and the connection-level defences. Does not own framing, HPACK or
-//! flow-control bookkeeping (the `h2` crate), what a request means (the
-//! dispatch and the service), nor the TLS handshake (`transport`).
-//! Why `h2` and how it runs on a monoio worker: docs/decisions/0007.
+//! [`H2c`]: what `config` validated) and advertises, the task that reads,
+//! answers and writes, GOAWAY on a drain, an idle connection's end, and the
+//! connection-level defences that need a clock. Does not own framing, HPACK,
+//! flow control or stream states (`http::h2::Conn`, without I/O), what a
+//! request means (the dispatch and the service), nor the TLS handshake
+//! (`transport`). Why our own layer: docs/decisions/0020.
 //!
 //! Flow:
 //! 1. A connection arrives here from a TLS handshake that chose `h2` by
 //!    ALPN, or from the HTTP/1.1 loop that saw the h2c preface first on a
-//!    plain connection (`io::Prefixed` gives `h2` those bytes back).
-//! 2. The handshake (the client's preface and SETTINGS) must finish within
-//!    `--header-timeout`. Our SETTINGS: `--h2-max-concurrent-streams`
-//!    (REFUSED_STREAM past it), `--h2-max-header-list-bytes` (a larger
-//!    header block, in however many CONTINUATION frames, is refused),
+//!    plain connection (`io::Prefixed` gives back the bytes it read).
+//! 2. The client's preface and SETTINGS must come within `--header-timeout`.
+//!    Our SETTINGS: `--h2-max-concurrent-streams` (REFUSED_STREAM past it),
+//!    `--h2-max-header-list-bytes` (a larger header list is answered 431),
 //!    `--h2-header-table-bytes` (the HPACK table we keep for the client),
 //!    `--h2-initial-window-bytes` (the request-body window of each stream
 //!    and of the connection).
-//! 3. One task polls `h2` and every open stream (`stream::answer`) together:
-//!    streams never outlive their connection, and no stream is a task of
-//!    its own.
-//! 4. The connection ends with GOAWAY: on a drain (the last stream id, its
-//!    streams finished within the drain deadline), after a service panic
-//!    (once the other streams finish), after `--keepalive-timeout` with no
-//!    open stream, and at once with ENHANCE_YOUR_CALM when the client resets
-//!    more than `--h2-max-resets` streams in 10 s (rapid reset,
-//!    CVE-2023-44487). `h2` itself refuses streams reset before they were
-//!    accepted past [`PENDING_ACCEPT_RESETS`], and answers floods of
-//!    SETTINGS and PING with one pending acknowledgement each.
+//! 3. One task does a pass at a time: it polls every open stream's answer
+//!    (`stream::answer`), reads what the socket has into `Conn::recv` (events
+//!    go to `wire`, new requests become answers), frames what the answers
+//!    queued (`Wire::frame_queued`) and writes the pass's output in one
+//!    gathered write (`io::Writer`). Streams never outlive their connection,
+//!    and no stream is a task of its own.
+//! 4. The connection ends with GOAWAY: on a drain (graceful: the last stream
+//!    id after a PING, its streams finished within the drain deadline),
+//!    after a service panic (once the other streams finish), after
+//!    `--keepalive-timeout` with no open stream, at once with
+//!    ENHANCE_YOUR_CALM when the client resets more than `--h2-max-resets`
+//!    streams in 10 s (rapid reset, CVE-2023-44487), and with the code of
+//!    any protocol error `Conn` finds.
 //! 5. A GOAWAY that cannot be written (a peer that stopped reading) ends the
-//!    connection after `--send-timeout`.
+//!    connection after `--send-timeout`, as do bytes held with no progress.
 
+mod head;
 mod io;
 mod outbox;
 mod send;
 mod stream;
 mod tls;
+mod wire;
 
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use futures_util::stream::{FuturesUnordered, Stream};
-use h2::Reason;
-use monoio::io::poll_io::{AsyncRead, AsyncWrite};
+use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::super::registry::Registration;
 use super::budget::ConnBudget;
 use super::Ctx;
 use crate::app::{Connection, Service};
 use crate::choice::choice;
+use crate::http::h2::{Conn, ErrorCode, Event as H2Event};
 use crate::telemetry::WorkerStats;
 
+pub(crate) use crate::http::h2::PREFACE;
 pub(crate) use io::Prefixed;
 pub(crate) use tls::Tls;
 
-/// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
-pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Streams the client may reset before we accept them (h2's bound; hyper's
-/// default): past it the connection is closed with ENHANCE_YOUR_CALM.
-const PENDING_ACCEPT_RESETS: usize = 20;
-/// Streams we may reset for the client's errors before the connection is
-/// closed (h2's default, CVE-2024-27316-style floods of bad frames).
-const LOCAL_ERROR_RESETS: usize = 1024;
-
-/// h2's bound on buffered small DATA frames (each costs 256 less its size):
-/// room for about a thousand 10-byte frames the service has not taken yet
-/// (~150 KB of frame bookkeeping), up from h2's 25,600, whose hundred an
-/// uploader writing small chunks reaches at once; a flood past it is
-/// closed with ENHANCE_YOUR_CALM.
-const SMALL_FRAME_BUDGET: usize = 256 * 1024;
+/// Bytes one read takes from the socket (a TLS record's plaintext, or a
+/// frame and a half).
+const READ_BYTES: usize = 16 * 1024;
+/// Reads one pass makes at most before it writes what they brought.
+const READS_PER_PASS: usize = 16;
 
 /// What woke the connection task.
 enum Event {
     /// The worker is draining.
     Drain,
     /// A stream asked the connection to end (see `stream::Shared`).
-    GoAway(Reason),
+    GoAway(ErrorCode),
     /// No stream open for the keep-alive timeout.
     Idle,
     /// Past the time a GOAWAY'd connection has to finish.
     Late,
     /// Bytes held unsent with no progress for the send timeout.
     Stalled,
-    /// `h2` is done: closed cleanly or by an error.
-    Closed(Option<h2::Error>),
-    /// The socket failed under our writes.
+    /// The preface and SETTINGS did not come within the header timeout.
+    NoHandshake,
+    /// Done: GOAWAY sent and every stream finished, the peer closed, or a
+    /// protocol error (its GOAWAY written).
+    Closed,
+    /// The socket failed.
     Broken(std::io::Error),
 }
 
@@ -136,6 +132,31 @@ impl Http2Conn {
     }
 }
 
+
+/// The socket side of a connection's task.
+struct Link<T> {
+    io: T,
+    /// Bytes read and not yet taken by `Conn::recv` (freed while idle).
+    rbuf: BytesMut,
+    writer: io::Writer,
+    /// The peer closed its side.
+    eof: bool,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Link<T> {
+    /// Read what the socket has into `rbuf`; `Ok(0)` at its end.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        self.rbuf.reserve(READ_BYTES);
+        let before = self.rbuf.len();
+        let io = &mut self.io;
+        let r = crate::sys::rent::fill_spare_bytes(&mut self.rbuf, |rb: &mut ReadBuf<'_>| {
+            Pin::new(io).poll_read(cx, rb)
+        });
+        std::task::ready!(r)?;
+        Poll::Ready(Ok(self.rbuf.len() - before))
+    }
+}
+
 /// Serve one HTTP/2 connection over `io` (the open-connection gauge is the
 /// caller's).
 pub(crate) async fn serve<H, T>(
@@ -152,59 +173,37 @@ pub(crate) async fn serve<H, T>(
     WorkerStats::add(&ctx.stats.h2_connections, 1);
     let settings = &ctx.settings;
     let limits = settings.http2;
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(limits.max_concurrent_streams as u32)
-        .max_header_list_size(limits.max_header_list_bytes as u32)
-        .header_table_size(limits.header_table_bytes as u32)
-        // One window per stream and the same for the connection: what a
-        // client sends ahead of the services is at most this, all its
-        // streams together (credit returns as each service reads).
-        .initial_window_size(limits.initial_window_bytes as u32)
-        .initial_connection_window_size(limits.initial_window_bytes as u32)
-        .max_send_buffer_size(send::SEND_BUFFER_BYTES)
-        .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
-        .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS))
-        .data_frame_budget(SMALL_FRAME_BUDGET);
+    let conn = Conn::new(crate::http::h2::Settings {
+        max_concurrent_streams: u32::try_from(limits.max_concurrent_streams).unwrap_or(u32::MAX),
+        max_header_list_bytes: limits.max_header_list_bytes,
+        header_table_bytes: limits.header_table_bytes,
+        initial_window: u32::try_from(limits.initial_window_bytes)
+            .unwrap_or(crate::http::h2::frame::MAX_WINDOW),
+    });
     let budget = ConnBudget::new(settings.output_buffer_bytes, ctx.output.clone());
     let outbox = Rc::new(outbox::Outbox::new(budget));
-    let (io, flusher) = io::deferred(io, outbox.clone());
-    let handshake = builder.handshake::<io::Deferred<T>, Bytes>(io);
-    let handshake = async {
-        let mut handshake = pin!(handshake);
-        poll_fn(|cx| {
-            let done = handshake.as_mut().poll(cx).map_err(|e| e.to_string());
-            if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
-                return Poll::Ready(Err(e.to_string()));
-            }
-            done
-        })
-        .await
-    };
-    let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "HTTP/2 handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!("HTTP/2 handshake timed out");
-            return;
-        }
-    };
-
+    let wire = Rc::new(wire::Wire::new(conn, outbox.clone()));
     let shared = stream::Shared::new(outbox.clone(), ctx.alt_svc_value(&facts).cloned());
+    let mut link = Link {
+        io,
+        rbuf: BytesMut::new(),
+        writer: io::Writer::default(),
+        eof: false,
+    };
     let mut streams = FuturesUnordered::new();
+    let mut handshake = pin!(monoio::time::sleep(settings.header_timeout));
+    let mut handshaken = false;
     // Until its first stream a connection has the header timeout, as an
     // HTTP/1.1 one has for its first request; then the keep-alive timeout.
     let mut idle = pin!(monoio::time::sleep(settings.header_timeout));
     let mut late = pin!(monoio::time::sleep(settings.send_timeout));
     let mut stall = pin!(monoio::time::sleep(settings.send_timeout));
     let mut going_away = false;
+    let mut peer_goaway = false;
     let mut idle_reset = false;
     let mut busy = false;
     if ctx.draining.get() {
-        conn.graceful_shutdown();
+        wire.conn.borrow_mut().drain();
         going_away = true;
     }
     loop {
@@ -212,40 +211,114 @@ pub(crate) async fn serve<H, T>(
             if !going_away && registration.poll_drain(cx).is_ready() {
                 return Poll::Ready(Event::Drain);
             }
-            if let Some(reason) = shared.goaway.take() {
-                return Poll::Ready(Event::GoAway(reason));
-            }
-            // Take every stream the read brought, answer them, then let
-            // `h2` write what they queued: one write for the batch.
+            // Answer, take what was read, read more; again while reads
+            // bring frames. New streams are answered before more is read,
+            // so their resets are counted as they come (rapid reset).
+            let mut reads = 0;
+            let mut read_cut = false;
             loop {
                 while let Poll::Ready(Some(())) = Pin::new(&mut streams).poll_next(cx) {}
+                if let Some(code) = shared.goaway.take() {
+                    return Poll::Ready(Event::GoAway(code));
+                }
+                let result = wire.conn.borrow_mut().recv(&mut link.rbuf);
                 let mut accepted = false;
                 loop {
-                    match conn.poll_accept(cx) {
-                        Poll::Ready(Some(Ok((req, respond)))) => {
+                    let next = wire.conn.borrow_mut().event();
+                    let Some(event) = next else { break };
+                    match wire.deliver(event) {
+                        Some(H2Event::Request {
+                            stream: id,
+                            mut head,
+                            ..
+                        }) => {
                             WorkerStats::add(&ctx.stats.h2_streams, 1);
-                            streams.push(stream::answer(ctx, &shared, req, respond, facts));
+                            let parts = head::parts(&mut head);
+                            wire.conn.borrow_mut().recycle(head.fields);
+                            let mut respond = wire::SendResponse::new(id, wire.clone());
+                            match parts {
+                                Ok(parts) => {
+                                    let recv = wire::RecvStream::new(id, wire.clone());
+                                    let req = http::Request::from_parts(parts, recv);
+                                    let incoming = stream::Incoming::Request(req);
+                                    streams.push(stream::answer(
+                                        ctx, &shared, incoming, respond, facts,
+                                    ));
+                                    accepted = true;
+                                }
+                                // §8.1.1: malformed.
+                                Err(()) => respond.send_reset(ErrorCode::PROTOCOL_ERROR),
+                            }
+                        }
+                        Some(H2Event::TooLarge { stream: id, .. }) => {
+                            WorkerStats::add(&ctx.stats.h2_streams, 1);
+                            let respond = wire::SendResponse::new(id, wire.clone());
+                            let recv = wire::RecvStream::new(id, wire.clone());
+                            let incoming = stream::Incoming::TooLarge(recv);
+                            streams.push(stream::answer(ctx, &shared, incoming, respond, facts));
                             accepted = true;
                         }
-                        Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::Closed(Some(e))),
-                        Poll::Ready(None) => return Poll::Ready(Event::Closed(None)),
-                        Poll::Pending => break,
+                        Some(H2Event::GoAway { .. }) => peer_goaway = true,
+                        _ => {}
                     }
                 }
-                if !accepted {
+                if wire.conn.borrow_mut().windows_grew() {
+                    wire.wake_all();
+                }
+                if accepted {
+                    idle_reset = true;
+                    continue;
+                }
+                if result.is_err() || link.eof {
                     break;
                 }
-                idle_reset = true;
+                if !wire.conn.borrow().wants_read() || reads == READS_PER_PASS {
+                    read_cut = true;
+                    break;
+                }
+                match link.poll_read(cx) {
+                    Poll::Ready(Ok(0)) => link.eof = true,
+                    Poll::Ready(Ok(_)) => reads += 1,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::Broken(e)),
+                    Poll::Pending => {
+                        // Nothing more now: a buffer holding nothing goes
+                        // (the next read takes one again).
+                        if link.rbuf.is_empty() {
+                            link.rbuf = BytesMut::new();
+                        }
+                        break;
+                    }
+                }
+            }
+            if !handshaken {
+                if wire.conn.borrow().ready() {
+                    handshaken = true;
+                } else if handshake.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::NoHandshake);
+                }
             }
             if going_away && late.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Event::Late);
             }
-            // What this pass wrote leaves now, in one write.
-            if let Poll::Ready(Err(e)) = flusher.poll_flush(cx) {
-                return Poll::Ready(Event::Broken(e));
+            // What this pass queued leaves now, in one gathered write.
+            wire.frame_queued();
+            let flushed = {
+                let mut conn = wire.conn.borrow_mut();
+                match link.writer.poll_write(&mut link.io, conn.output(), &outbox, cx) {
+                    Poll::Ready(Ok(())) => true,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Event::Broken(e)),
+                    Poll::Pending => false,
+                }
+            };
+            let failed = wire.conn.borrow().failure().is_some();
+            if (failed && flushed) || link.eof {
+                return Poll::Ready(Event::Closed);
             }
-            // Streams reset after their answers ended give back their bytes.
-            outbox.poll_parked(cx);
+            let busy_now = !streams.is_empty() || wire.slots() > 0;
+            let finished = wire.conn.borrow().goaway_final() || peer_goaway;
+            if finished && !busy_now && flushed {
+                return Poll::Ready(Event::Closed);
+            }
             // Bytes held that have not moved for the send timeout: the
             // client stopped reading (`--send-timeout`, as HTTP/1.1).
             // The timer is moved only when it fires early: progress is
@@ -262,7 +335,6 @@ pub(crate) async fn serve<H, T>(
             }
             // The keep-alive wait starts when the last open stream ends (or
             // anew with each stream taken), not when a long one began.
-            let busy_now = !streams.is_empty();
             if busy && !busy_now {
                 idle_reset = true;
             }
@@ -272,21 +344,21 @@ pub(crate) async fn serve<H, T>(
                 let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
                 idle.as_mut().reset(deadline);
             }
-            if streams.is_empty() && !going_away && idle.as_mut().poll(cx).is_ready() {
+            if !busy_now && !going_away && idle.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Event::Idle);
+            }
+            if read_cut && flushed {
+                // Reading stopped short of the socket's end: another pass.
+                cx.waker().wake_by_ref();
             }
             Poll::Pending
         })
         .await;
-        // Graceful: GOAWAY(2^31-1), a PING round trip, then GOAWAY with the
-        // last stream taken (RFC 9113 §6.8); else GOAWAY with it at once.
-        let mut go_away = |conn: &mut h2::server::Connection<io::Deferred<T>, Bytes>,
-                           reason: Reason,
-                           graceful: bool| {
+        let mut go_away = |code: ErrorCode, graceful: bool| {
             if graceful {
-                conn.graceful_shutdown();
+                wire.conn.borrow_mut().drain();
             } else {
-                conn.abrupt_shutdown(reason);
+                wire.conn.borrow_mut().go_away(code);
             }
             if !going_away {
                 going_away = true;
@@ -295,15 +367,15 @@ pub(crate) async fn serve<H, T>(
             }
         };
         match event {
-            Event::Drain => go_away(&mut conn, Reason::NO_ERROR, true),
+            Event::Drain => go_away(ErrorCode::NO_ERROR, true),
             // No stream is open: no need for the PING round trip.
-            Event::Idle => go_away(&mut conn, Reason::NO_ERROR, false),
-            Event::GoAway(reason) => {
-                if reason == Reason::ENHANCE_YOUR_CALM {
+            Event::Idle => go_away(ErrorCode::NO_ERROR, false),
+            Event::GoAway(code) => {
+                if code == ErrorCode::ENHANCE_YOUR_CALM {
                     WorkerStats::add(&ctx.stats.h2_calmed, 1);
                     tracing::debug!("too many HTTP/2 stream resets; GOAWAY ENHANCE_YOUR_CALM");
                 }
-                go_away(&mut conn, reason, reason == Reason::NO_ERROR)
+                go_away(code, code == ErrorCode::NO_ERROR)
             }
             Event::Broken(e) => {
                 tracing::debug!(error = %e, "HTTP/2 connection broken");
@@ -317,21 +389,30 @@ pub(crate) async fn serve<H, T>(
                 tracing::debug!("HTTP/2 client took no bytes for the send timeout; closed");
                 break;
             }
-            Event::Closed(e) => {
-                if let Some(e) = e {
-                    if e.reason() == Some(Reason::ENHANCE_YOUR_CALM) {
+            Event::NoHandshake => {
+                tracing::debug!("HTTP/2 preface and SETTINGS did not come in time; closed");
+                break;
+            }
+            Event::Closed => {
+                if let Some(code) = wire.conn.borrow().failure() {
+                    if code == ErrorCode::ENHANCE_YOUR_CALM {
                         WorkerStats::add(&ctx.stats.h2_calmed, 1);
                     }
-                    tracing::debug!(error = %e, "HTTP/2 connection ended");
+                    tracing::debug!(?code, "HTTP/2 connection error");
                 }
                 break;
             }
         }
     }
-    // Whatever streams are left are cancelled with the connection; what
-    // `h2` wrote last (its GOAWAY) still leaves, within the send timeout.
+    // Whatever streams are left are cancelled with the connection; what was
+    // written last (a GOAWAY) still leaves, within the send timeout, and
+    // the socket is shut down (TLS: close_notify first).
     drop(streams);
-    let _ =
-        monoio::time::timeout(settings.send_timeout, poll_fn(|cx| flusher.poll_flush(cx))).await;
-    let _ = monoio::time::timeout(settings.send_timeout, poll_fn(|cx| conn.poll_closed(cx))).await;
+    let flush = poll_fn(|cx| {
+        let mut conn = wire.conn.borrow_mut();
+        link.writer.poll_write(&mut link.io, conn.output(), &outbox, cx)
+    });
+    let _ = monoio::time::timeout(settings.send_timeout, flush).await;
+    let shutdown = poll_fn(|cx| Pin::new(&mut link.io).poll_shutdown(cx));
+    let _ = monoio::time::timeout(settings.send_timeout, shutdown).await;
 }

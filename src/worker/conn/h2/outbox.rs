@@ -1,20 +1,18 @@
-//! What one HTTP/2 connection's streams have handed to `h2` and not yet
+//! What one HTTP/2 connection's streams have handed over and not yet
 //! written: every DATA byte is counted from before it is read or handed over
 //! until it reaches the socket, against the connection's and the worker's
 //! output budgets (`worker::budget`).
 //!
-//! Owns the per-stream counts, the frame scan that sees DATA leave, the
-//! handles of streams whose answers ended with bytes still unsent, and the
-//! time of the connection's last progress. Does not own flow control (the
-//! `h2` crate) nor when a stalled connection closes (`h2::serve`).
+//! Owns the per-stream counts, the frame scan that sees DATA leave, and the
+//! time of the connection's last progress. Does not own flow control
+//! (`http::h2::Conn`) nor when a stalled connection closes (`h2::serve`).
 //!
-//! Why a scan: `h2` buffers each stream's data until the peer's window and
-//! the socket take it, and tells nobody when it leaves. The bytes it writes
-//! are frames (RFC 9113 §4.1), so [`FrameScan`] reads the 9-byte frame
-//! headers of what the socket took and credits each DATA payload to its
-//! stream. A stream reset after its answer ended has its buffered data
-//! dropped by `h2`; its handle, parked here, says so (`poll_reset`) and its
-//! count is given back.
+//! Why a scan: handed bytes wait in the stream's slot for the peer's window,
+//! then in the connection's output as DATA frames (RFC 9113 §4.1) until the
+//! socket takes them, so [`FrameScan`] reads the 9-byte frame headers of
+//! what the socket took and credits each DATA payload to its stream. Bytes
+//! of a stream reset before they were framed are given back at once
+//! ([`Outbox::dropped`]); framed ones stay counted until written.
 //!
 //! Flow:
 //! 1. A stream takes a grant ([`Outbox::poll_take`]) before it reads a file
@@ -22,10 +20,7 @@
 //!    ([`Outbox::unused`]).
 //! 2. The connection's writer calls [`Outbox::written`] with each DATA
 //!    payload the socket took: the stream's count and the budgets go down.
-//! 3. When a stream's answer ends with bytes unsent, its handle is parked
-//!    ([`Outbox::park`]) until they leave or the stream is reset
-//!    ([`Outbox::poll_parked`]).
-//! 4. When the connection ends, what it held goes back with its budget.
+//! 3. When the connection ends, what it held goes back with its budget.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -33,19 +28,14 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use bytes::Bytes;
-use h2::SendStream;
-
 use super::super::budget::{ConnBudget, Ticket};
 
 /// One stream's bytes: granted, handed or not, and not yet written.
 struct Entry {
     unsent: usize,
-    /// Of `unsent`, the bytes handed to `h2` (the rest is granted and not
+    /// Of `unsent`, the bytes handed over (the rest is granted and not
     /// handed yet: a file chunk being read, credit being waited for).
     handed: usize,
-    /// The stream's handle once its answer has ended.
-    parked: Option<SendStream<Bytes>>,
 }
 
 /// Hashes a stream id with one multiplication and a shift: the ids are the client's
@@ -53,7 +43,7 @@ struct Entry {
 /// DATA frame written looks one up (SipHash costs more than the rest of
 /// the lookup).
 #[derive(Default)]
-struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -80,12 +70,10 @@ type ById<T> = HashMap<u32, T, BuildHasherDefault<IdHasher>>;
 /// A connection's unsent DATA, by stream.
 pub(super) struct Outbox {
     budget: ConnBudget,
-    /// Only streams with bytes unsent have an entry (at most the concurrent
-    /// streams: `h2` counts a stream open while it has data queued).
+    /// Only streams with bytes unsent have an entry (streams with an answer
+    /// running, or bytes of one still queued or framed).
     streams: RefCell<ById<Entry>>,
-    /// Entries with a parked handle.
-    parked: Cell<usize>,
-    /// Bytes handed to `h2` and not yet written, all streams together.
+    /// Bytes handed over and not yet written, all streams together.
     handed: Cell<usize>,
     /// When bytes last reached the socket, or when the connection began to
     /// hold handed bytes.
@@ -97,7 +85,6 @@ impl Outbox {
         Outbox {
             budget,
             streams: RefCell::new(ById::default()),
-            parked: Cell::new(0),
             handed: Cell::new(0),
             progress: Cell::new(Instant::now()),
         }
@@ -117,14 +104,13 @@ impl Outbox {
             let e = streams.entry(id).or_insert(Entry {
                 unsent: 0,
                 handed: 0,
-                parked: None,
             });
             e.unsent += n;
         }
         Poll::Ready(n)
     }
 
-    /// `n` granted bytes of stream `id` were handed to `h2`.
+    /// `n` granted bytes of stream `id` were handed over.
     pub(super) fn handed(&self, id: u32, n: usize) {
         if let Some(e) = self.streams.borrow_mut().get_mut(&id) {
             let n = n.min(e.unsent - e.handed);
@@ -178,57 +164,28 @@ impl Outbox {
         e.unsent -= n;
         self.budget.give(n);
         if e.unsent == 0 {
-            if e.parked.is_some() {
-                self.parked.set(self.parked.get() - 1);
-            }
             streams.remove(&id);
         }
     }
 
-    /// Stream `id`'s answer has ended: keep its handle while bytes of it
-    /// are unsent, to learn of a reset that drops them.
-    pub(super) fn park(&self, id: u32, out: SendStream<Bytes>) {
+    /// `n` handed bytes of stream `id` will never be written (the stream
+    /// was reset before they were framed).
+    pub(super) fn dropped(&self, id: u32, n: usize) {
         let mut streams = self.streams.borrow_mut();
-        if let Some(e) = streams.get_mut(&id) {
-            if e.parked.is_none() {
-                self.parked.set(self.parked.get() + 1);
-            }
-            e.parked = Some(out);
-        }
-    }
-
-    /// Stream `id` was reset: `h2` dropped what it held of it.
-    pub(super) fn forget(&self, id: u32) {
-        let removed = self.streams.borrow_mut().remove(&id);
-        if let Some(e) = removed {
-            if e.parked.is_some() {
-                self.parked.set(self.parked.get() - 1);
-            }
-            self.handed.set(self.handed.get() - e.handed);
-            self.budget.give(e.unsent);
-        }
-    }
-
-    /// Give back the counts of parked streams the peer has reset (`cx` is
-    /// woken by a later reset).
-    pub(super) fn poll_parked(&self, cx: &mut Context<'_>) {
-        if self.parked.get() == 0 {
+        let Some(e) = streams.get_mut(&id) else {
             return;
-        }
-        let mut reset = Vec::new();
-        for (&id, e) in self.streams.borrow_mut().iter_mut() {
-            if let Some(out) = e.parked.as_mut() {
-                if out.poll_reset(cx).is_ready() {
-                    reset.push(id);
-                }
-            }
-        }
-        for id in reset {
-            self.forget(id);
+        };
+        let n = n.min(e.handed);
+        e.handed -= n;
+        e.unsent -= n;
+        self.handed.set(self.handed.get() - n);
+        self.budget.give(n);
+        if e.unsent == 0 {
+            streams.remove(&id);
         }
     }
 
-    /// When the connection has held bytes handed to `h2` without progress
+    /// When the connection has held bytes handed over without progress
     /// since: `None` while it holds none. (Bytes granted and not handed wait
     /// for the peer's window, which each stream's credit wait bounds.)
     pub(super) fn holding_since(&self) -> Option<Instant> {
@@ -242,7 +199,7 @@ impl Outbox {
     }
 }
 
-/// Where the writer is in the frames `h2` wrote (RFC 9113 §4.1: a 24-bit
+/// Where the writer is in the frames written (RFC 9113 §4.1: a 24-bit
 /// length, a type, flags, a 31-bit stream id, then the payload).
 #[derive(Debug, Default)]
 pub(super) struct FrameScan {
@@ -329,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn written_and_unused_bytes_go_back_and_a_forgotten_stream_gives_back_the_rest() {
+    fn written_unused_and_dropped_bytes_go_back() {
         let worker = Rc::new(WorkerBudget::new(1 << 20, Arc::new(Default::default())));
         let outbox = Outbox::new(ConnBudget::new(256 * 1024, worker.clone()));
         let cx = Context::from_waker(Waker::noop());
@@ -353,7 +310,7 @@ mod tests {
         assert!(outbox.holding_since().is_some());
         // A frame of a stream nobody counts any more changes nothing.
         outbox.written(9, 1000);
-        outbox.forget(3);
+        outbox.dropped(3, 64 * 1024);
         assert_eq!(outbox.held(), 0);
         assert_eq!(worker.held(), 0);
         assert!(outbox.holding_since().is_none());

@@ -1,6 +1,6 @@
 //! A stream's response on the wire: its head finished for HTTP/2, its body
-//! handed to `h2` within the peer's flow-control window and the
-//! connection's output budget (`outbox`).
+//! handed over within the peer's flow-control window and the connection's
+//! output budget (`outbox`).
 //!
 //! Flow:
 //! 1. The head is finished (`:status`, the service's fields less the
@@ -10,15 +10,14 @@
 //!    over, and counted until the socket takes it: a connection holds at
 //!    most `--output-buffer-bytes` however many streams it has, and the
 //!    worker at most `--worker-output-bytes` (plus a slice per connection).
-//! 3. Small bodies (up to [`EAGER_BYTES`]) go to `h2` at once, with the
-//!    head in the same write. Larger ones wait for credit first: a piece
+//! 3. Small bodies (up to [`EAGER_BYTES`]) are handed over at once, with
+//!    the head in the same write. Larger ones wait for credit first: a piece
 //!    never waits in our buffers for more credit than the stream has; file
 //!    ranges are read from the page cache one grant at a time, at most
 //!    [`FILE_CHUNK_BYTES`]. A peer that gives no credit for
 //!    `--send-timeout` has the stream reset.
-//! 4. A stream whose answer ends with bytes still unsent leaves its handle
-//!    with the outbox, which gives its count back when they leave or when
-//!    the peer resets it.
+//! 4. A stream whose answer ends with bytes still queued leaves them in its
+//!    slot (`wire`), counted until they leave or the stream is reset.
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
@@ -27,27 +26,24 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{Reason, SendStream};
 
 use super::super::budget::{Ticket, SLICE_BYTES};
 use super::super::dispatch::refusal_of;
 use super::super::fields;
 use super::super::Ctx;
 use super::outbox::Outbox;
+use super::wire::{SendResponse, SendStream};
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
+use crate::http::h2::ErrorCode;
 use crate::http::Part;
 use crate::sys::iovec::read_at_into;
 use crate::telemetry::Protocol;
 
-/// What `h2` may buffer per stream beyond what the window lets out (the
-/// outbox bounds all streams of a connection together).
-pub(super) const SEND_BUFFER_BYTES: usize = 64 * 1024;
-/// Bodies (and stream frames) up to this size are handed to `h2` without
-/// waiting for credit: `h2` holds them until the window opens. Within the
-/// send buffer, and one budget slice (`budget::SLICE_BYTES`), so a grant
-/// for one is all or nothing.
+/// Bodies (and stream frames) up to this size are handed over without
+/// waiting for credit: the stream's slot holds them until the window opens.
+/// One budget slice (`budget::SLICE_BYTES`), so a grant for one is all or
+/// nothing.
 pub(super) const EAGER_BYTES: usize = 16 * 1024;
 /// Largest read of a file range for one DATA run.
 const FILE_CHUNK_BYTES: usize = 64 * 1024;
@@ -64,8 +60,7 @@ fn count(tally: Option<&Tally>, n: usize) {
 
 /// A stream's sending half with its place in the connection's outbox.
 struct Out<'a> {
-    /// Taken only by `Drop` (parked with the outbox).
-    stream: Option<SendStream<Bytes>>,
+    stream: Option<SendStream>,
     outbox: &'a Outbox,
     id: u32,
     ticket: Ticket,
@@ -76,13 +71,13 @@ struct Out<'a> {
 
 impl<'a> Out<'a> {
     fn new(
-        stream: SendStream<Bytes>,
+        stream: SendStream,
         outbox: &'a Outbox,
         timeout: Duration,
         banked: usize,
     ) -> Out<'a> {
         Out {
-            id: stream.stream_id().as_u32(),
+            id: stream.stream_id(),
             stream: Some(stream),
             outbox,
             ticket: Ticket::default(),
@@ -91,20 +86,21 @@ impl<'a> Out<'a> {
         }
     }
 
-    fn stream(&mut self) -> Result<&mut SendStream<Bytes>, Gone> {
+    fn stream(&mut self) -> Result<&mut SendStream, Gone> {
         self.stream.as_mut().ok_or(Gone::Reset)
     }
 
-    /// The stream is gone: `h2` dropped what it held of it.
+    /// The stream is gone: what it was granted and had not handed over goes
+    /// back (its slot gave back what was queued).
     fn gone(&mut self, why: Gone) -> Gone {
-        self.outbox.forget(self.id);
+        self.outbox.unused(self.id, usize::MAX);
         why
     }
 
-    /// Reset the stream with `reason`.
-    fn cut(&mut self, reason: Reason) -> Gone {
+    /// Reset the stream with `code`.
+    fn cut(&mut self, code: ErrorCode) -> Gone {
         if let Some(s) = self.stream.as_mut() {
-            s.send_reset(reason);
+            s.send_reset(code);
         }
         self.gone(Gone::Cut)
     }
@@ -136,7 +132,7 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Hand `data` (granted) to `h2`; `end` ends the stream with it.
+    /// Hand `data` (granted) over; `end` ends the stream with it.
     fn hand(&mut self, data: Bytes, end: bool, tally: Option<&Tally>) -> Result<(), Gone> {
         let n = data.len();
         match self.stream()?.send_data(data, end) {
@@ -165,28 +161,22 @@ impl<'a> Out<'a> {
         let timeout = self.timeout;
         let got = {
             let out = self.stream()?;
-            out.reserve_capacity(want);
-            // Credit assigned before and not used yet (a grant smaller than
-            // it) is there already: `poll_capacity` only reports increases.
             let ready = out.capacity();
             if ready > 0 {
-                return Ok(ready);
+                return Ok(ready.min(want));
             }
             let mut deadline: Option<Pin<Box<monoio::time::Sleep>>> = None;
-            poll_fn(|cx| loop {
+            poll_fn(|cx| {
                 match out.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(0))) => continue,
-                    Poll::Ready(Some(Ok(n))) => return Poll::Ready(Some(Some(n))),
-                    Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
-                        return Poll::Ready(Some(None))
-                    }
+                    Poll::Ready(Ok(n)) => Poll::Ready(Some(Some(n.min(want)))),
+                    Poll::Ready(Err(_)) => Poll::Ready(Some(None)),
                     Poll::Pending => {
                         let sleep =
                             deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(timeout)));
-                        return match sleep.as_mut().poll(cx) {
+                        match sleep.as_mut().poll(cx) {
                             Poll::Ready(()) => Poll::Ready(None),
                             Poll::Pending => Poll::Pending,
-                        };
+                        }
                     }
                 }
             })
@@ -197,7 +187,7 @@ impl<'a> Out<'a> {
             Some(None) => Err(self.gone(Gone::Reset)),
             None => {
                 tracing::debug!("no HTTP/2 flow-control credit for the send timeout; stream reset");
-                Err(self.cut(Reason::CANCEL))
+                Err(self.cut(ErrorCode::CANCEL))
             }
         }
     }
@@ -209,7 +199,7 @@ impl<'a> Out<'a> {
             return if end { self.end() } else { Ok(()) };
         }
         if data.len() <= EAGER_BYTES {
-            // Small enough to hand to `h2` whole: it goes out as the window
+            // Small enough to hand over whole: it goes out as the window
             // allows, with the head in the same write, without a round of
             // credit first.
             self.grant(data.len()).await?;
@@ -257,7 +247,7 @@ impl<'a> Out<'a> {
                                 tracing::warn!(
                                     "file ended or failed before its range; stream reset"
                                 );
-                                return Err(self.cut(Reason::INTERNAL_ERROR));
+                                return Err(self.cut(ErrorCode::INTERNAL_ERROR));
                             }
                             Ok(got) => got,
                         };
@@ -288,9 +278,6 @@ impl Drop for Out<'_> {
         self.outbox.leave(&mut self.ticket);
         self.outbox
             .unused(self.id, std::mem::take(&mut self.banked));
-        if let Some(stream) = self.stream.take() {
-            self.outbox.park(self.id, stream);
-        }
     }
 }
 
@@ -305,7 +292,7 @@ impl Drop for Out<'_> {
 pub(super) async fn send<H>(
     ctx: &Ctx<H>,
     (outbox, alt_svc): (&Outbox, Option<&http::HeaderValue>),
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     resp: http::Response<Body>,
     head_only: bool,
     failed: Option<&Cell<Option<BodyError>>>,
@@ -322,7 +309,7 @@ pub(super) async fn send<H>(
     // A stream with a body waits for its first grant before its head goes
     // out: while the connection's budget is taken (a client that does not
     // read), later streams wait here, small, in turn.
-    let id = respond.stream_id().as_u32();
+    let id = respond.stream_id();
     let banked = match banked {
         Some(n) => n,
         None => {
@@ -330,9 +317,8 @@ pub(super) async fn send<H>(
             turn(outbox, respond, want).await?
         }
     };
-    let head = http::Response::from_parts(parts, ());
-    let Ok(out) = respond.send_response(head, bodiless) else {
-        outbox.forget(id);
+    let Ok(out) = respond.send_response(parts, bodiless) else {
+        outbox.unused(id, usize::MAX);
         return Err(Gone::Reset);
     };
     if bodiless {
@@ -368,13 +354,13 @@ pub(super) fn first_want(status: u16, head_only: bool, len: Option<u64>) -> usiz
 /// slice), in turn with the connection's other streams; 0 at once for 0.
 pub(super) async fn turn(
     outbox: &Outbox,
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     want: usize,
 ) -> Result<usize, Gone> {
     if want == 0 {
         return Ok(0);
     }
-    let id = respond.stream_id().as_u32();
+    let id = respond.stream_id();
     /// Leaves the queue if the wait is dropped.
     struct Place<'a>(&'a Outbox, Ticket);
     impl Drop for Place<'_> {
@@ -418,7 +404,7 @@ async fn send_body(
             let frame = next_frames(&mut stream, &mut held).await;
             if let Some(e) = failed.and_then(Cell::get).and_then(refusal_of) {
                 tracing::debug!(refusal = %e, "request body refused mid-response; stream reset");
-                break Err(out.cut(Reason::CANCEL));
+                break Err(out.cut(ErrorCode::CANCEL));
             }
             match frame {
                 None => break out.end(),
@@ -433,7 +419,7 @@ async fn send_body(
                 },
                 Some(Err(e)) => {
                     tracing::debug!(error = %e, "response stream failed; stream reset");
-                    break Err(out.cut(Reason::INTERNAL_ERROR));
+                    break Err(out.cut(ErrorCode::INTERNAL_ERROR));
                 }
             }
         },
@@ -514,7 +500,7 @@ pub(super) enum Gone {
 }
 
 /// What a stream's answer sent: its status (0 before the head) and the
-/// body bytes handed to `h2`.
+/// body bytes handed over.
 #[derive(Debug, Default)]
 pub(super) struct Tally {
     pub(super) status: Cell<u16>,

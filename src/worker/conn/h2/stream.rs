@@ -27,10 +27,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::future::Either;
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream};
 
 use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
@@ -38,10 +35,12 @@ use super::super::Ctx;
 use super::super::{fields, heads};
 use super::outbox::Outbox;
 use super::send::{self, send, Gone, Tally};
+use super::wire::{RecvStream, SendResponse};
 use crate::app::body::Feed;
 use crate::app::response::from_static;
 use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service};
 use crate::http::error::{on_error, Refusal};
+use crate::http::h2::ErrorCode;
 use crate::http::ParseError;
 use crate::telemetry::{Protocol, WorkerStats};
 
@@ -56,7 +55,7 @@ pub(super) struct Shared {
     resets: Cell<Option<(Instant, usize)>>,
     /// The connection should end: gracefully (`NO_ERROR`, after a panic)
     /// or at once (`ENHANCE_YOUR_CALM`, too many resets).
-    pub(super) goaway: Cell<Option<Reason>>,
+    pub(super) goaway: Cell<Option<ErrorCode>>,
     /// The connection's `Alt-Svc` (a TLS connection where HTTP/3 is on).
     pub(super) alt_svc: Option<http::HeaderValue>,
 }
@@ -82,7 +81,7 @@ impl Shared {
         };
         self.resets.set(Some((start, n)));
         if n > max {
-            self.goaway.set(Some(Reason::ENHANCE_YOUR_CALM));
+            self.goaway.set(Some(ErrorCode::ENHANCE_YOUR_CALM));
         }
     }
 
@@ -93,9 +92,16 @@ impl Shared {
 
     fn end_gracefully(&self) {
         if self.goaway.get().is_none() {
-            self.goaway.set(Some(Reason::NO_ERROR));
+            self.goaway.set(Some(ErrorCode::NO_ERROR));
         }
     }
+}
+
+/// A stream to answer.
+pub(super) enum Incoming {
+    Request(http::Request<RecvStream>),
+    /// A request whose header list passed `--h2-max-header-list-bytes`.
+    TooLarge(RecvStream),
 }
 
 /// Answer one stream: the static files from the head at once ([`reply`]),
@@ -108,10 +114,28 @@ impl Shared {
 pub(super) fn answer<'a, H: Service>(
     ctx: &'a Ctx<H>,
     shared: &'a Shared,
-    req: http::Request<RecvStream>,
-    respond: SendResponse<Bytes>,
+    incoming: Incoming,
+    respond: SendResponse,
     facts: Connection,
 ) -> Either<impl Future<Output = ()> + 'a, Pin<Box<impl Future<Output = ()> + 'a>>> {
+    let req = match incoming {
+        Incoming::Request(req) => req,
+        Incoming::TooLarge(recv) => {
+            // RFC 9113 §10.5.1: 431, the body discarded first.
+            ctx.stats.request(Protocol::Http2);
+            let limit = ctx.settings.http2.max_header_list_bytes;
+            let refusal = Refusal::Parse(ParseError::HeadTooLarge { limit });
+            let r = Reply {
+                response: on_error(&refusal),
+                close: false,
+                head_only: false,
+                recv: (!recv.is_end_stream()).then_some(recv),
+                logged: None,
+                refused: true,
+            };
+            return Either::Left(reply(ctx, shared, respond, r));
+        }
+    };
     let (parts, recv) = req.into_parts();
     // Boxed, and only with a log: every stream's future stays small.
     let logged = ctx.log.as_ref().map(|log| {
@@ -187,7 +211,7 @@ struct Reply<'a> {
 /// taken to its end first, so a stream whose body or trailers break the
 /// rules is reset (by `h2`) rather than answered; then the stream waits for
 /// its turn in the output budget before its head is made.
-async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse<Bytes>, r: Reply<'_>) {
+async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse, r: Reply<'_>) {
     let Reply {
         response,
         close,
@@ -261,7 +285,7 @@ impl Drop for Logged<'_> {
 async fn refuse<H>(
     ctx: &Ctx<H>,
     shared: &Shared,
-    respond: &mut SendResponse<Bytes>,
+    respond: &mut SendResponse,
     refusal: &Refusal,
     head_only: bool,
     tally: Option<&Tally>,
@@ -287,7 +311,7 @@ async fn call<H: Service>(
     shared: &Shared,
     parts: http::request::Parts,
     recv: RecvStream,
-    mut respond: SendResponse<Bytes>,
+    mut respond: SendResponse,
     facts: Connection,
     logged: Option<Box<Logged<'_>>>,
 ) {
@@ -330,7 +354,7 @@ async fn call<H: Service>(
         if !fed && feeding.as_mut().poll(cx).is_ready() {
             fed = true;
         }
-        if let Poll::Ready(Ok(_)) = respond.poll_reset(cx) {
+        if respond.poll_reset(cx).is_ready() {
             return Poll::Ready(Called::Reset);
         }
         match poll_caught(call.as_mut(), cx) {
@@ -392,16 +416,14 @@ async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), B
         match feed.want().await {
             crate::app::body::Want::Gone => {
                 // Dropping `recv` discards what still comes and releases
-                // its credit (h2 does both).
-                let _ = recv.flow_control().release_capacity(held);
+                // its credit.
+                recv.release_capacity(held);
                 return Ok(());
             }
             crate::app::body::Want::More => {}
         }
         if held > 0 {
-            let _ = recv
-                .flow_control()
-                .release_capacity(std::mem::take(&mut held));
+            recv.release_capacity(std::mem::take(&mut held));
         }
         let next = match monoio::time::timeout(timeout, recv.data()).await {
             Ok(next) => next,
@@ -419,7 +441,7 @@ async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), B
                 }
                 held = chunk.len();
                 if !feed.push(chunk) {
-                    let _ = recv.flow_control().release_capacity(held);
+                    recv.release_capacity(held);
                     return Ok(());
                 }
             }
@@ -448,7 +470,7 @@ async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), B
 
 /// Read a body nobody wants to its end (trailers included), giving its
 /// credit back as it comes. `Err(Some)` for a body the rules refuse,
-/// `Err(None)` for a stream `h2` has reset.
+/// `Err(None)` for a stream that was reset.
 async fn discard<H>(ctx: &Ctx<H>, mut recv: RecvStream) -> Result<(), Option<BodyError>> {
     let max = ctx.settings.max_body_bytes;
     let timeout = ctx.settings.body_timeout;
@@ -458,7 +480,7 @@ async fn discard<H>(ctx: &Ctx<H>, mut recv: RecvStream) -> Result<(), Option<Bod
             Err(_) => return Err(Some(BodyError::TimedOut)),
             Ok(Some(Ok(chunk))) => {
                 total += chunk.len() as u64;
-                let _ = recv.flow_control().release_capacity(chunk.len());
+                recv.release_capacity(chunk.len());
                 if total > max {
                     return Err(Some(BodyError::TooLarge { limit: max }));
                 }

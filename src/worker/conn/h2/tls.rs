@@ -1,12 +1,13 @@
 //! TLS for HTTP/2: the connection's TLS session (`transport::session`,
 //! the same one HTTP/1.1 runs on) driven in poll style over the poll-style
-//! socket, as the `h2` crate wants its I/O.
+//! socket.
 //!
-//! Reads decrypt straight into `h2`'s buffer; received ciphertext sits in
-//! a buffer from the worker's pool only until it is processed. Writes are
-//! encrypted as they come (the `Deferred` writer above hands over a whole
-//! pass at once) and sent when the pass flushes, or sooner once
-//! [`session::ENCRYPT_MAX`] bytes wait: the pending ciphertext is bounded.
+//! Reads decrypt straight into the connection's read buffer; received
+//! ciphertext sits in a buffer from the worker's pool only until it is
+//! processed. Writes are encrypted as they come (the connection's writer
+//! hands over a whole pass at once, its slices joined into full records)
+//! and sent when the pass flushes, or sooner once [`session::ENCRYPT_MAX`]
+//! bytes wait: the pending ciphertext is bounded.
 
 use std::io;
 use std::pin::Pin;
@@ -18,6 +19,9 @@ use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::super::pool::Pool;
 use super::super::transport::session::{self, Got, Session};
 use crate::sys::rent;
+
+/// The most plaintext a record carries (RFC 8446 §5.1).
+const RECORD_BYTES: usize = 16 * 1024;
 
 /// How much ciphertext buffer is kept between passes; more is freed once
 /// sent.
@@ -149,6 +153,81 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Tls<T> {
                 Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)))
             }
         }
+    }
+
+    /// Slices joined into records of up to [`RECORD_BYTES`]: a pass of
+    /// small responses (a HEADERS frame, a DATA header and a body each) is
+    /// a few records, not one per slice.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.session.out().len() >= session::ENCRYPT_MAX {
+            std::task::ready!(this.poll_send(cx))?;
+        }
+        let max = session::ENCRYPT_MAX;
+        let mut staged = [0u8; RECORD_BYTES];
+        let mut staged_len = 0;
+        let mut total = 0;
+        let (mut i, mut off) = (0, 0);
+        let mut seal = |data: &[u8], total: &mut usize| match this.session.encrypt(data) {
+            Ok(n) => {
+                *total += n;
+                Ok(())
+            }
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        };
+        let result = loop {
+            if total + staged_len >= max {
+                break Ok(());
+            }
+            let Some(b) = bufs.get(i) else { break Ok(()) };
+            let rest = &b[off..];
+            if rest.is_empty() {
+                (i, off) = (i + 1, 0);
+                continue;
+            }
+            if staged_len == 0 && rest.len() >= RECORD_BYTES {
+                // Large enough alone: sealed from where it is.
+                let take = rest.len().min(max - total);
+                if let Err(e) = seal(&rest[..take], &mut total) {
+                    break Err(e);
+                }
+                off += take;
+                continue;
+            }
+            let k = rest
+                .len()
+                .min(RECORD_BYTES - staged_len)
+                .min(max - total - staged_len);
+            staged[staged_len..staged_len + k].copy_from_slice(&rest[..k]);
+            staged_len += k;
+            off += k;
+            if staged_len == RECORD_BYTES {
+                if let Err(e) = seal(&staged, &mut total) {
+                    break Err(e);
+                }
+                staged_len = 0;
+            }
+        };
+        let result = result.and_then(|()| {
+            if staged_len > 0 {
+                seal(&staged[..staged_len], &mut total)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            let _ = this.poll_send(cx);
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(total))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
