@@ -4,15 +4,14 @@
 //! under both isolations.
 //!
 //! Each probe is an h2c connection by prior knowledge (RFC 9113 §3.3) that
-//! sends the preface, an empty SETTINGS, a PING with the ACK flag and a
-//! payload the server never sent (h2 0.4 logs `recv PING ack that we never
-//! sent` at WARN for it, once per connection: `proto/ping_pong.rs`), then a
-//! PING of its own; the server's ACK of that one proves it read the bad one
-//! first (frames are processed in order). Then the probe closes.
+//! sends the preface, an empty SETTINGS and a WINDOW_UPDATE of the
+//! connection by 0 (a connection error of type PROTOCOL_ERROR, RFC 9113
+//! §6.9): the server answers GOAWAY PROTOCOL_ERROR, closes, and logs one
+//! WARN line for the connection. The probe reads until the GOAWAY.
 //!
 //! The frames are written by the small helpers below (a frame is a 24-bit
 //! length, a type, flags, a 31-bit stream id and the payload, RFC 9113
-//! §4.1): a well-behaved client library cannot send a stray PING ACK.
+//! §4.1): a well-behaved client library cannot send a zero increment.
 
 #[macro_use]
 mod common;
@@ -27,18 +26,18 @@ use common::{connect, metric, wait_until, TestServer};
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Frame types and the ACK flag (RFC 9113 §6.5, §6.7).
 const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const ACK: u8 = 0x1;
-/// An acknowledgement of a PING the server never sent.
-const STRAY_ACK: [u8; 8] = *b"hostile!";
+const GOAWAY: u8 = 0x7;
+const WINDOW_UPDATE: u8 = 0x8;
+/// RFC 9113 §7.
+const PROTOCOL_ERROR: u32 = 0x1;
 
 /// Hostile connections per test.
 const PROBES: u64 = 1000;
 /// Clients sending them at once: a few, so the flood is quick on a 2-core
 /// machine without being a load test.
 const CLIENTS: u64 = 4;
-/// The line h2 writes for each probe.
-const LINE: &str = "recv PING ack that we never sent";
+/// The line the server writes for each probe.
+const LINE: &str = "HTTP/2 client broke the protocol";
 /// What the summary line of a window says before its count.
 const SUMMARY: &str = "suppressed ";
 /// servery's budget (`telemetry::peer`): lines per window per process, and
@@ -66,20 +65,20 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, Vec<u8>)> {
 }
 
 /// One hostile connection (see the module doc); returns once the server
-/// has acknowledged the probe's own PING.
+/// has sent its GOAWAY.
 fn probe(addr: SocketAddr, n: u64) {
     let mut s = connect(addr);
-    let mine = n.to_be_bytes();
     let mut out = PREFACE.to_vec();
     frame(&mut out, SETTINGS, 0, &[]);
-    frame(&mut out, PING, ACK, &STRAY_ACK);
-    frame(&mut out, PING, 0, &mine);
+    frame(&mut out, WINDOW_UPDATE, 0, &0u32.to_be_bytes());
     s.write_all(&out)
         .unwrap_or_else(|e| panic!("probe {n}: write: {e}"));
     loop {
-        let (kind, flags, payload) =
-            read_frame(&mut s).unwrap_or_else(|e| panic!("probe {n}: no ACK of its PING: {e}"));
-        if kind == PING && flags & ACK != 0 && payload == mine {
+        let (kind, _, payload) =
+            read_frame(&mut s).unwrap_or_else(|e| panic!("probe {n}: no GOAWAY: {e}"));
+        if kind == GOAWAY {
+            let code = u32::from_be_bytes(payload[4..8].try_into().expect("a GOAWAY payload"));
+            assert_eq!(code, PROTOCOL_ERROR, "probe {n}");
             return;
         }
     }

@@ -89,6 +89,20 @@ pub fn remove_connection_specific(headers: &mut http::HeaderMap) {
     }
 }
 
+/// A field name (lowercase) HTTP/2 and HTTP/3 do not carry (RFC 9113
+/// §8.2.2, RFC 9114 §4.2).
+pub fn is_connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection"
+            | b"transfer-encoding"
+            | b"upgrade"
+            | b"te"
+            | b"keep-alive"
+            | b"proxy-connection"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,9 +160,10 @@ pub enum Fields {
 /// A response head built once and answered with many times (a cached small
 /// file, a compressed variant): the HTTP/1.1 block (status line and every
 /// field except `Date` and `Connection`, without the final blank line),
-/// written as it is, and the same head as a header map, which HTTP/2 (and
-/// HTTP/3) answer with, made by the first request over such a protocol and
-/// kept here, with the block, for as long as the cache keeps the entry.
+/// written as it is; the same head as a header map, which HTTP/3 answers
+/// with, and HPACK-encoded, which HTTP/2 answers with, each made by the
+/// first request over such a protocol and kept here, with the block, for as
+/// long as the cache keeps the entry.
 ///
 /// Cheap to clone (one reference count); `Send` and `Sync`, as the
 /// compression cache is shared by the workers of a process.
@@ -173,6 +174,7 @@ pub struct HeadBlock(Arc<Built>);
 struct Built {
     block: Bytes,
     map: OnceLock<http::HeaderMap>,
+    hpack: OnceLock<Bytes>,
 }
 
 impl HeadBlock {
@@ -202,6 +204,12 @@ impl HeadBlock {
     /// time, the same map after.
     pub fn map(&self, make: impl FnOnce(&Bytes) -> http::HeaderMap) -> &http::HeaderMap {
         self.0.map.get_or_init(|| make(&self.0.block))
+    }
+
+    /// The head's fields HPACK-encoded (HTTP/2): made by `make` from the
+    /// block the first time, the same bytes after.
+    pub fn hpack(&self, make: impl FnOnce(&Bytes) -> Bytes) -> &Bytes {
+        self.0.hpack.get_or_init(|| make(&self.0.block))
     }
 }
 
@@ -270,6 +278,7 @@ pub fn prebuild_head(
     HeadBlock(Arc::new(Built {
         block: Bytes::from(out),
         map: OnceLock::new(),
+        hpack: OnceLock::new(),
     }))
 }
 

@@ -1,23 +1,25 @@
-//! Logs a client cannot inflate: what the protocol crates say about a peer.
+//! Logs a client cannot inflate: what servery says about a peer's
+//! protocol misbehaviour.
 //!
-//! The `h2` crate reports a peer's protocol misbehaviour with a WARN event
-//! per offending connection (`recv PING ack that we never sent`,
-//! `remotely-reset pending-accept streams reached limit`, ...). Printed as
-//! they come, a hostile client opening connections would decide how many
-//! lines servery writes: a probe of 1,055 such connections wrote 1,055
-//! lines. Here every such event is counted (`servery_peer_misbehaviour_total`
-//! in /metrics) and at most [`LINES_PER_WINDOW`] of them per [`WINDOW`] are
-//! printed by each process; the rest are summed up in one line when their
-//! window ends.
+//! Our HTTP/2 layer reports each connection it ends for the client's
+//! protocol error (or its flood of resets) with one WARN event of target
+//! [`TARGET`]. Printed as they come, a hostile client opening connections
+//! would decide how many lines servery writes (the `h2` crate we used
+//! before wrote one per offending connection: a probe of 1,055 such
+//! connections wrote 1,055 lines). Here every such event is counted
+//! (`servery_peer_misbehaviour_total` in /metrics) and at most
+//! [`LINES_PER_WINDOW`] of them per [`WINDOW`] are printed by each process;
+//! the rest are summed up in one line when their window ends.
 //!
 //! Owns: which events are a peer's ([`is_peer`]), the process's count
 //! ([`count`], carried to the supervisor in a worker process's beats like
 //! the compression counters), the printing budget ([`Budget`], a filter on
 //! the log's output) and the thread that writes the summary lines. Does not
 //! own the subscriber (`init_logging` puts these pieces in it), nor
-//! servery's own warnings: they are neither counted nor held back.
+//! servery's other warnings: they are the operator's, neither counted nor
+//! held back.
 //!
-//! Flow of one WARN event from `h2`:
+//! Flow of one WARN event of [`TARGET`]:
 //! 1. [`Count`] sees it whatever `RUST_LOG` says: the count goes up.
 //! 2. The output's filter passes it if `RUST_LOG` does, then asks the
 //!    [`Budget`]: one of the first [`LINES_PER_WINDOW`] of its window is
@@ -36,10 +38,13 @@ use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Filter, Layer};
 
-/// Crates whose WARN and ERROR events are about what a peer sent. Only
-/// `h2`: rustls is built without its `logging` feature (see
-/// `init_logging`), and servery's own warnings are the operator's.
-const PEER_CRATES: [&str; 1] = ["h2"];
+/// The target of servery's events about what a peer sent.
+pub const TARGET: &str = "servery::peer";
+
+/// Targets whose WARN and ERROR events are about what a peer sent: ours
+/// only (rustls is built without its `logging` feature, see
+/// `init_logging`; servery's other warnings are the operator's).
+const PEER_CRATES: [&str; 1] = [TARGET];
 
 /// Lines of peer misbehaviour a process prints per window: enough to show
 /// an operator what kind of misbehaviour it is (a few different messages),
@@ -63,7 +68,7 @@ pub fn count() -> u64 {
     SEEN.load(Ordering::Relaxed)
 }
 
-/// A WARN or ERROR event of one of the peer crates (`h2` or `h2::…`).
+/// A WARN or ERROR event about a peer ([`TARGET`] or below it).
 pub fn is_peer(meta: &Metadata<'_>) -> bool {
     *meta.level() <= Level::WARN && from_peer_crate(meta.target())
 }
@@ -282,9 +287,9 @@ mod tests {
         use tracing_subscriber::filter::Targets;
         let flood = || {
             for _ in 0..100 {
-                tracing::warn!(target: "h2::proto::ping_pong", "recv PING ack that we never sent");
+                tracing::warn!(target: TARGET, "HTTP/2 client broke the protocol");
             }
-            tracing::info!(target: "h2::proto::ping_pong", "not misbehaviour");
+            tracing::info!(target: TARGET, "not misbehaviour");
             tracing::warn!(target: "servery::worker", "our own warning");
         };
         // RUST_LOG=off: nothing printed, everything counted, no budget spent.
@@ -311,7 +316,7 @@ mod tests {
         assert_eq!(count() - before, 200);
         let text = out.text();
         assert_eq!(
-            text.matches("never sent").count(),
+            text.matches("broke the protocol").count(),
             LINES_PER_WINDOW as usize,
             "{text}"
         );
@@ -323,11 +328,12 @@ mod tests {
     }
 
     #[test]
-    fn only_the_peer_crates_and_their_modules_are_peers() {
-        assert!(from_peer_crate("h2"));
-        assert!(from_peer_crate("h2::proto::ping_pong"));
-        assert!(!from_peer_crate("h2o"));
+    fn only_the_peer_target_and_below_it_are_peers() {
+        assert!(from_peer_crate("servery::peer"));
+        assert!(from_peer_crate("servery::peer::h2"));
+        assert!(!from_peer_crate("servery::peers"));
         assert!(!from_peer_crate("servery::worker::conn::h2"));
+        assert!(!from_peer_crate("h2"));
     }
 
     #[test]

@@ -44,6 +44,31 @@ impl ErrorCode {
     pub const HTTP_1_1_REQUIRED: ErrorCode = ErrorCode(0xd);
 }
 
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const NAMES: [&str; 14] = [
+            "NO_ERROR",
+            "PROTOCOL_ERROR",
+            "INTERNAL_ERROR",
+            "FLOW_CONTROL_ERROR",
+            "SETTINGS_TIMEOUT",
+            "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR",
+            "REFUSED_STREAM",
+            "CANCEL",
+            "COMPRESSION_ERROR",
+            "CONNECT_ERROR",
+            "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY",
+            "HTTP_1_1_REQUIRED",
+        ];
+        match NAMES.get(self.0 as usize) {
+            Some(name) => f.write_str(name),
+            None => write!(f, "0x{:x}", self.0),
+        }
+    }
+}
+
 /// An error confined to one stream (RFC 9113 §5.4.2): it is reset with
 /// `code`, the connection goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

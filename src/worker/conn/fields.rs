@@ -77,13 +77,23 @@ pub(super) fn finish<H>(
 /// HTTP/1.1 Host grammar (`http::host`), no userinfo (RFC 9113 §8.3.1), one
 /// `host` at most, and the two agreeing when both are sent.
 pub(super) fn authority_error(parts: &http::request::Parts) -> Option<ParseError> {
+    let hosts: Vec<&[u8]> = parts
+        .headers
+        .get_all(header::HOST)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    let pseudo = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    authority_check(pseudo, &hosts)
+}
+
+/// [`authority_error`] of an `:authority` and the `host` fields as sent.
+pub(super) fn authority_check(pseudo: Option<&[u8]>, hosts: &[&[u8]]) -> Option<ParseError> {
     use crate::http::host;
-    let hosts: Vec<_> = parts.headers.get_all(header::HOST).iter().collect();
     if hosts.len() > 1 {
         return Some(ParseError::BadHost { count: hosts.len() });
     }
-    let field = hosts.first().map(|v| v.as_bytes());
-    let pseudo = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    let field = hosts.first().copied();
     let invalid = |in_target, error| ParseError::InvalidHost { in_target, error };
     if let Some(a) = pseudo {
         if let Err(e) = host::validate_uri(a) {

@@ -1,4 +1,5 @@
-//! The static files' response heads as header maps, for HTTP/2 and HTTP/3.
+//! The static files' response heads as header maps (HTTP/3, and HTTP/2
+//! for heads that are not prebuilt) and HPACK-encoded (HTTP/2).
 //!
 //! A cached file answers with a prebuilt head (`http::HeadBlock`), the same
 //! one for every hit. HTTP/2 and HTTP/3 need it as a `HeaderMap`; reading the block
@@ -13,6 +14,30 @@ use bytes::Bytes;
 use crate::app::response::{static_fields, with_fields};
 use crate::app::Body;
 use crate::http::Fields;
+
+/// The fields of a prebuilt head's HTTP/1.1 block (past its status line),
+/// HPACK-encoded for HTTP/2: names in lowercase, values Huffman-coded where
+/// shorter, nothing indexed (`http::h2::hpack::encode`), so the same bytes
+/// serve every connection. Made once per cached head
+/// (`HeadBlock::hpack`).
+pub(super) fn hpack(block: &Bytes) -> Bytes {
+    use crate::http::h2::hpack::encode;
+    let mut out = Vec::with_capacity(block.len());
+    let mut name = Vec::new();
+    for line in block.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        name.clear();
+        name.extend(line[..colon].iter().map(u8::to_ascii_lowercase));
+        if crate::http::finish::is_connection_specific(&name) {
+            continue;
+        }
+        encode::field(&mut out, &name, line[colon + 1..].trim_ascii());
+    }
+    Bytes::from(out)
+}
 
 /// A static-files response as the `http` crate's; a prebuilt head's map is
 /// made once and cloned after.
@@ -69,6 +94,42 @@ mod tests {
             fields: Fields::Prebuilt(head.clone()),
             body: crate::http::Body::Empty,
         }
+    }
+
+    #[test]
+    fn a_heads_hpack_decodes_to_its_fields_in_lowercase() {
+        let h = prebuild_head(
+            Status::OK,
+            &[
+                ("Content-Type".into(), "text/plain; charset=utf-8".into()),
+                ("ETag".into(), "\"abc\"".into()),
+            ],
+            3,
+        );
+        let block = h.hpack(hpack).clone();
+        assert_eq!(h.hpack(|_| unreachable!("made once")), &block);
+        let mut d = crate::http::h2::hpack::Decoder::new(4096);
+        let mut list = crate::http::h2::hpack::FieldList::default();
+        d.decode(&block, 1 << 16, &mut list).unwrap();
+        let got: Vec<(String, String)> = list
+            .iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8(n.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                )
+            })
+            .collect();
+        let map = response(prebuilt(&h));
+        for (n, v) in &got {
+            assert_eq!(n, &n.to_ascii_lowercase());
+            if n != "date" {
+                assert_eq!(map.headers()[n.as_str()], v.as_str(), "{n}");
+            }
+        }
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"content-type") && names.contains(&"etag"));
+        assert!(names.contains(&"content-length") && names.contains(&"server"));
     }
 
     #[test]

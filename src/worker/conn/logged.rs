@@ -304,6 +304,31 @@ impl Captured {
         }
     }
 
+    /// [`Captured::mapped`] of a request read as the parser's head.
+    pub(super) fn of_head(
+        head: &crate::http::Head<'_>,
+        start: Instant,
+        sites: &crate::sites::router::Router,
+        sni: Option<usize>,
+        protocol: Protocol,
+    ) -> Captured {
+        let mut text = Vec::new();
+        let said = Said {
+            method: head.method_token.as_bytes(),
+            target: head.target,
+            host: head.host,
+            referer: head.header("referer"),
+            user_agent: head.header("user-agent"),
+            site: sites.request_name(head.host, sni),
+            protocol,
+        };
+        let fields = Fields::capture(&mut text, said);
+        Captured {
+            record: Record::new(fields, start),
+            text,
+        }
+    }
+
     /// The stream's answer ended: `status` (0: none was sent) and
     /// `body_bytes` of its body sent. Writes its line.
     pub(super) fn finish(&mut self, log: &Log, facts: &Connection, status: u16, body_bytes: u64) {

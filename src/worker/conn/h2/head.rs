@@ -1,7 +1,9 @@
-//! A request's head as the `http` crate's types, made from the fields our
-//! HPACK decoder wrote: the list's bytes become one [`Bytes`] and the
-//! target, the authority and every field value are slices of it (reference
-//! counted, not copied); names are interned by `http` when standard.
+//! A request's head read from the fields our HPACK decoder wrote: as the
+//! parser's borrowed [`Head`] for the static files ([`view`]: no map, no
+//! copy), and as the `http` crate's types for an app's call ([`parts`]: the
+//! list's bytes become one [`Bytes`] and the target, the authority and every
+//! field value are slices of it, reference counted, not copied; names are
+//! interned by `http` when standard).
 //!
 //! Does not own validation: `http::h2::request` checked the pseudo-header
 //! fields and names; what `http` still refuses (a byte its `HeaderValue` or
@@ -11,7 +13,66 @@
 use bytes::Bytes;
 use http::uri::{Authority, PathAndQuery, Scheme};
 
+use super::super::fields::authority_check;
 use crate::http::h2::RequestHead;
+use crate::http::{Head, Method, ParseError, TransferEncoding, Version};
+
+/// The request as the parser's borrowed head: method, `:path` as the
+/// target, the regular fields, and `:authority` (else `host`) as the host.
+/// `Err` for a method that is not UTF-8 (answered 400).
+pub(super) fn view(head: &RequestHead) -> Result<Head<'_>, ()> {
+    let list = &head.fields;
+    let p = &head.pseudo;
+    let value = |i: Option<usize>| i.map(|i| list.get(i).1);
+    let token = std::str::from_utf8(value(p.method).ok_or(())?).map_err(|_| ())?;
+    let method = match token {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "OPTIONS" => Method::Options,
+        _ => Method::Other,
+    };
+    let mut headers = Vec::with_capacity(list.len() - p.first_field);
+    let mut host = None;
+    for i in p.first_field..list.len() {
+        let (name, value) = list.get(i);
+        // Names were checked to be lowercase tokens (`http::h2::request`).
+        let name = std::str::from_utf8(name).map_err(|_| ())?;
+        if host.is_none() && name == "host" {
+            host = Some(value);
+        }
+        headers.push((name, value));
+    }
+    Ok(Head {
+        method,
+        method_token: token,
+        target: value(p.path).unwrap_or(b"/"),
+        version: Version::Http11,
+        headers,
+        host: value(p.authority).or(host),
+        content_length: p.content_length,
+        transfer_encoding: TransferEncoding::Absent,
+        keep_alive: true,
+    })
+}
+
+/// Why the request's authority is refused (`fields::authority_check`).
+pub(super) fn authority_error(head: &RequestHead, view: &Head<'_>) -> Option<ParseError> {
+    let pseudo = head.pseudo.authority.map(|i| head.fields.get(i).1);
+    let mut hosts = [&[][..]; 2];
+    let mut n = 0;
+    for (name, value) in &view.headers {
+        if *name == "host" {
+            if n < 2 {
+                hosts[n] = value;
+            }
+            n += 1;
+        }
+    }
+    if n > 2 {
+        return Some(ParseError::BadHost { count: n });
+    }
+    authority_check(pseudo, &hosts[..n])
+}
 
 /// The request `head` describes, with its list's bytes taken (the list is
 /// left empty, to be recycled).
@@ -97,14 +158,70 @@ mod tests {
         let mut no_authority = head(&[(":method", "POST"), (":scheme", "http"), (":path", "/x")]);
         assert_eq!(parts(&mut no_authority).unwrap().uri, "/x");
         let mut connect = head(&[(":method", "CONNECT"), (":authority", "example.com:443")]);
-        assert_eq!(parts(&mut connect).unwrap().uri.authority().unwrap(), "example.com:443");
+        assert_eq!(
+            parts(&mut connect).unwrap().uri.authority().unwrap(),
+            "example.com:443"
+        );
+    }
+
+    #[test]
+    fn the_view_reads_the_fields_where_they_lie() {
+        let h = head(&[
+            (":method", "HEAD"),
+            (":scheme", "https"),
+            (":path", "/a?b"),
+            ("host", "example.com"),
+            ("accept", "*/*"),
+            ("content-length", "0"),
+        ]);
+        let v = view(&h).unwrap();
+        assert_eq!(v.method, Method::Head);
+        assert_eq!(v.method_token, "HEAD");
+        assert_eq!(v.target, b"/a?b");
+        assert_eq!(v.path(), b"/a");
+        assert_eq!(v.host, Some(&b"example.com"[..]));
+        assert_eq!(v.header("accept"), Some(&b"*/*"[..]));
+        assert_eq!(v.content_length, Some(0));
+        assert!(authority_error(&h, &v).is_none());
+        // :authority wins over host, and the two must agree.
+        let h = head(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "a.example"),
+            (":path", "/"),
+            ("host", "b.example"),
+        ]);
+        let v = view(&h).unwrap();
+        assert_eq!(v.host, Some(&b"a.example"[..]));
+        assert!(matches!(
+            authority_error(&h, &v),
+            Some(ParseError::BadHost { count: 2 })
+        ));
+        let h = head(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/"),
+            ("host", "a"),
+            ("host", "a"),
+            ("host", "a"),
+        ]);
+        let v = view(&h).unwrap();
+        assert!(matches!(
+            authority_error(&h, &v),
+            Some(ParseError::BadHost { count: 3 })
+        ));
     }
 
     #[test]
     fn what_http_refuses_is_malformed() {
         let mut h = head(&[(":method", "GET"), (":scheme", "https"), (":path", "/a b")]);
         assert!(parts(&mut h).is_err());
-        let mut h = head(&[(":method", "GET"), (":scheme", "https"), (":path", "/"), ("x", "\x01")]);
+        let mut h = head(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/"),
+            ("x", "\x01"),
+        ]);
         assert!(parts(&mut h).is_err());
     }
 }

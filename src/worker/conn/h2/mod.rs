@@ -39,6 +39,7 @@ mod head;
 mod io;
 mod outbox;
 mod send;
+mod shared;
 mod stream;
 mod tls;
 mod wire;
@@ -119,7 +120,7 @@ pub struct Http2Conn {
     /// `--h2-header-table-bytes`.
     pub header_table_bytes: usize,
     /// `--h2-max-resets`: client resets allowed per connection in
-    /// `stream::RESET_WINDOW`.
+    /// `shared::RESET_WINDOW`.
     pub max_resets: usize,
     /// `--h2-initial-window-bytes`.
     pub initial_window_bytes: usize,
@@ -131,7 +132,6 @@ impl Http2Conn {
         self.h2c == H2c::PriorKnowledge
     }
 }
-
 
 /// The socket side of a connection's task.
 struct Link<T> {
@@ -183,7 +183,7 @@ pub(crate) async fn serve<H, T>(
     let budget = ConnBudget::new(settings.output_buffer_bytes, ctx.output.clone());
     let outbox = Rc::new(outbox::Outbox::new(budget));
     let wire = Rc::new(wire::Wire::new(conn, outbox.clone()));
-    let shared = stream::Shared::new(outbox.clone(), ctx.alt_svc_value(&facts).cloned());
+    let shared = shared::Shared::new(outbox.clone(), ctx.alt_svc_value(&facts).cloned());
     let mut link = Link {
         io,
         rbuf: BytesMut::new(),
@@ -233,22 +233,12 @@ pub(crate) async fn serve<H, T>(
                             ..
                         }) => {
                             WorkerStats::add(&ctx.stats.h2_streams, 1);
-                            let parts = head::parts(&mut head);
+                            let respond = wire::SendResponse::new(id, wire.clone());
+                            let recv = wire::RecvStream::new(id, wire.clone());
+                            let incoming = stream::Incoming::Request(&mut head, recv);
+                            streams.push(stream::answer(ctx, &shared, incoming, respond, facts));
                             wire.conn.borrow_mut().recycle(head.fields);
-                            let mut respond = wire::SendResponse::new(id, wire.clone());
-                            match parts {
-                                Ok(parts) => {
-                                    let recv = wire::RecvStream::new(id, wire.clone());
-                                    let req = http::Request::from_parts(parts, recv);
-                                    let incoming = stream::Incoming::Request(req);
-                                    streams.push(stream::answer(
-                                        ctx, &shared, incoming, respond, facts,
-                                    ));
-                                    accepted = true;
-                                }
-                                // §8.1.1: malformed.
-                                Err(()) => respond.send_reset(ErrorCode::PROTOCOL_ERROR),
-                            }
+                            accepted = true;
                         }
                         Some(H2Event::TooLarge { stream: id, .. }) => {
                             WorkerStats::add(&ctx.stats.h2_streams, 1);
@@ -304,7 +294,10 @@ pub(crate) async fn serve<H, T>(
             wire.frame_queued();
             let flushed = {
                 let mut conn = wire.conn.borrow_mut();
-                match link.writer.poll_write(&mut link.io, conn.output(), &outbox, cx) {
+                match link
+                    .writer
+                    .poll_write(&mut link.io, conn.output(), &outbox, cx)
+                {
                     Poll::Ready(Ok(())) => true,
                     Poll::Ready(Err(e)) => return Poll::Ready(Event::Broken(e)),
                     Poll::Pending => false,
@@ -373,7 +366,10 @@ pub(crate) async fn serve<H, T>(
             Event::GoAway(code) => {
                 if code == ErrorCode::ENHANCE_YOUR_CALM {
                     WorkerStats::add(&ctx.stats.h2_calmed, 1);
-                    tracing::debug!("too many HTTP/2 stream resets; GOAWAY ENHANCE_YOUR_CALM");
+                    tracing::warn!(
+                        target: crate::telemetry::peer::TARGET,
+                        "HTTP/2 client reset more than --h2-max-resets streams; GOAWAY {code}"
+                    );
                 }
                 go_away(code, code == ErrorCode::NO_ERROR)
             }
@@ -398,7 +394,12 @@ pub(crate) async fn serve<H, T>(
                     if code == ErrorCode::ENHANCE_YOUR_CALM {
                         WorkerStats::add(&ctx.stats.h2_calmed, 1);
                     }
-                    tracing::debug!(?code, "HTTP/2 connection error");
+                    // One line per connection a client made us end, within
+                    // the peer-misbehaviour budget (`telemetry::peer`).
+                    tracing::warn!(
+                        target: crate::telemetry::peer::TARGET,
+                        "HTTP/2 client broke the protocol; GOAWAY {code}, closed"
+                    );
                 }
                 break;
             }
@@ -410,7 +411,8 @@ pub(crate) async fn serve<H, T>(
     drop(streams);
     let flush = poll_fn(|cx| {
         let mut conn = wire.conn.borrow_mut();
-        link.writer.poll_write(&mut link.io, conn.output(), &outbox, cx)
+        link.writer
+            .poll_write(&mut link.io, conn.output(), &outbox, cx)
     });
     let _ = monoio::time::timeout(settings.send_timeout, flush).await;
     let shutdown = poll_fn(|cx| Pin::new(&mut link.io).poll_shutdown(cx));

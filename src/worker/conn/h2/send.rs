@@ -29,9 +29,10 @@ use bytes::Bytes;
 
 use super::super::budget::{Ticket, SLICE_BYTES};
 use super::super::dispatch::refusal_of;
-use super::super::fields;
 use super::super::Ctx;
+use super::super::{fields, heads};
 use super::outbox::Outbox;
+use super::shared::Shared;
 use super::wire::{SendResponse, SendStream};
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
@@ -70,12 +71,7 @@ struct Out<'a> {
 }
 
 impl<'a> Out<'a> {
-    fn new(
-        stream: SendStream,
-        outbox: &'a Outbox,
-        timeout: Duration,
-        banked: usize,
-    ) -> Out<'a> {
+    fn new(stream: SendStream, outbox: &'a Outbox, timeout: Duration, banked: usize) -> Out<'a> {
         Out {
             id: stream.stream_id(),
             stream: Some(stream),
@@ -166,17 +162,15 @@ impl<'a> Out<'a> {
                 return Ok(ready.min(want));
             }
             let mut deadline: Option<Pin<Box<monoio::time::Sleep>>> = None;
-            poll_fn(|cx| {
-                match out.poll_capacity(cx) {
-                    Poll::Ready(Ok(n)) => Poll::Ready(Some(Some(n.min(want)))),
-                    Poll::Ready(Err(_)) => Poll::Ready(Some(None)),
-                    Poll::Pending => {
-                        let sleep =
-                            deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(timeout)));
-                        match sleep.as_mut().poll(cx) {
-                            Poll::Ready(()) => Poll::Ready(None),
-                            Poll::Pending => Poll::Pending,
-                        }
+            poll_fn(|cx| match out.poll_capacity(cx) {
+                Poll::Ready(Ok(n)) => Poll::Ready(Some(Some(n.min(want)))),
+                Poll::Ready(Err(_)) => Poll::Ready(Some(None)),
+                Poll::Pending => {
+                    let sleep =
+                        deadline.get_or_insert_with(|| Box::pin(monoio::time::sleep(timeout)));
+                    match sleep.as_mut().poll(cx) {
+                        Poll::Ready(()) => Poll::Ready(None),
+                        Poll::Pending => Poll::Pending,
                     }
                 }
             })
@@ -324,8 +318,18 @@ pub(super) async fn send<H>(
     if bodiless {
         return Ok(());
     }
-    let mut out = Out::new(out, outbox, ctx.settings.send_timeout, banked);
-    match body.kind {
+    let out = Out::new(out, outbox, ctx.settings.send_timeout, banked);
+    send_kind(out, body.kind, failed, tally).await
+}
+
+/// Send a body of `kind` through `out`.
+async fn send_kind(
+    mut out: Out<'_>,
+    kind: Kind,
+    failed: Option<&Cell<Option<BodyError>>>,
+    tally: Option<&Tally>,
+) -> Result<(), Gone> {
+    match kind {
         Kind::Empty => out.end(),
         Kind::Bytes(b) if b.len() <= out.banked => {
             out.banked -= b.len();
@@ -337,6 +341,74 @@ pub(super) async fn send<H>(
         Kind::Pieces(pieces) => Box::pin(send_pieces(out, pieces, tally)).await,
         kind => Box::pin(send_body(out, kind, failed, tally)).await,
     }
+}
+
+/// Send a response the static files made (or a refusal): a prebuilt head
+/// of 200 from its HPACK encoding kept with the head (`heads::hpack`),
+/// with the connection's `date` and `alt-svc` after it, and no header map
+/// made; any other through [`send`]. Its first grant was taken
+/// (`banked`, [`turn`]).
+pub(super) async fn send_static<H>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    respond: &mut SendResponse,
+    resp: crate::http::Response,
+    head_only: bool,
+    tally: Option<&Tally>,
+    banked: usize,
+) -> Result<(), Gone> {
+    let outbox = &*shared.outbox;
+    let crate::http::Fields::Prebuilt(block) = &resp.fields else {
+        let resp = heads::response(resp);
+        return send(
+            ctx,
+            shared.out(),
+            respond,
+            resp,
+            head_only,
+            None,
+            tally,
+            Some(banked),
+        )
+        .await;
+    };
+    if resp.status != crate::http::Status::OK {
+        let resp = heads::response(resp);
+        return send(
+            ctx,
+            shared.out(),
+            respond,
+            resp,
+            head_only,
+            None,
+            tally,
+            Some(banked),
+        )
+        .await;
+    }
+    let fields = block.hpack(heads::hpack).clone();
+    let body = crate::app::Body::from_static(resp.body);
+    let bodiless = head_only || body.len() == Some(0);
+    ctx.stats.response(Protocol::Http2, 200);
+    if let Some(t) = tally {
+        t.status.set(200);
+    }
+    let id = respond.stream_id();
+    let sent = {
+        let date = shared.date_field(ctx.date.borrow_mut().now());
+        // `:status: 200` is static index 8 (RFC 7541 Appendix A).
+        let parts = [&[0x88][..], &fields, &date, shared.alt_svc_field()];
+        respond.send_encoded(&parts, bodiless)
+    };
+    let Ok(out) = sent else {
+        outbox.unused(id, usize::MAX);
+        return Err(Gone::Reset);
+    };
+    if bodiless {
+        return Ok(());
+    }
+    let out = Out::new(out, outbox, ctx.settings.send_timeout, banked);
+    send_kind(out, body.kind, None, tally).await
 }
 
 /// The first grant a response needs: none without a body, else its first

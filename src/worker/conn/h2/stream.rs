@@ -23,90 +23,40 @@
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
-use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::Either;
 
 use super::super::dispatch::{self, poll_caught, refusal_of};
 use super::super::logged::Captured;
 use super::super::Ctx;
-use super::super::{fields, heads};
-use super::outbox::Outbox;
+use super::head;
 use super::send::{self, send, Gone, Tally};
+use super::shared::Shared;
 use super::wire::{RecvStream, SendResponse};
 use crate::app::body::Feed;
 use crate::app::response::from_static;
 use crate::app::{into_body, BodyError, Connection, Request, RequestBody, Service};
 use crate::http::error::{on_error, Refusal};
-use crate::http::h2::ErrorCode;
+use crate::http::h2::RequestHead;
 use crate::http::ParseError;
-use crate::telemetry::{Protocol, WorkerStats};
-
-/// The window `--h2-max-resets` counts over.
-pub(crate) const RESET_WINDOW: Duration = Duration::from_secs(10);
-
-/// What the streams of one connection tell it, and share.
-pub(super) struct Shared {
-    /// The DATA the streams have handed over and the socket has not taken.
-    pub(super) outbox: Rc<Outbox>,
-    /// Client resets in the current window: (window start, count).
-    resets: Cell<Option<(Instant, usize)>>,
-    /// The connection should end: gracefully (`NO_ERROR`, after a panic)
-    /// or at once (`ENHANCE_YOUR_CALM`, too many resets).
-    pub(super) goaway: Cell<Option<ErrorCode>>,
-    /// The connection's `Alt-Svc` (a TLS connection where HTTP/3 is on).
-    pub(super) alt_svc: Option<http::HeaderValue>,
-}
-
-impl Shared {
-    pub(super) fn new(outbox: Rc<Outbox>, alt_svc: Option<http::HeaderValue>) -> Shared {
-        Shared {
-            outbox,
-            alt_svc,
-            resets: Cell::new(None),
-            goaway: Cell::new(None),
-        }
-    }
-
-    /// Count one client reset; past `max` in [`RESET_WINDOW`], ask for
-    /// GOAWAY ENHANCE_YOUR_CALM.
-    pub(super) fn reset_by_client(&self, stats: &WorkerStats, max: usize) {
-        WorkerStats::add(&stats.h2_resets, 1);
-        let now = Instant::now();
-        let (start, n) = match self.resets.get() {
-            Some((start, n)) if now.duration_since(start) < RESET_WINDOW => (start, n + 1),
-            _ => (now, 1),
-        };
-        self.resets.set(Some((start, n)));
-        if n > max {
-            self.goaway.set(Some(ErrorCode::ENHANCE_YOUR_CALM));
-        }
-    }
-
-    /// Where a stream's response goes: the outbox, with the `Alt-Svc`.
-    fn out(&self) -> (&Outbox, Option<&http::HeaderValue>) {
-        (&self.outbox, self.alt_svc.as_ref())
-    }
-
-    fn end_gracefully(&self) {
-        if self.goaway.get().is_none() {
-            self.goaway.set(Some(ErrorCode::NO_ERROR));
-        }
-    }
-}
+use crate::telemetry::Protocol;
 
 /// A stream to answer.
-pub(super) enum Incoming {
-    Request(http::Request<RecvStream>),
+pub(super) enum Incoming<'h> {
+    /// A request's decoded fields (its list is the caller's to recycle once
+    /// `answer` returns: only an app's call takes its bytes) and its body.
+    Request(&'h mut RequestHead, RecvStream),
     /// A request whose header list passed `--h2-max-header-list-bytes`.
     TooLarge(RecvStream),
 }
 
 /// Answer one stream: the static files from the head at once ([`reply`]),
-/// any other service through its `call` (boxed: what only a service's call
-/// needs is kept out of the connection's set of streams).
+/// read from the decoded fields where they lie (no header map is built for
+/// them), any other service through its `call` with the head in `http`'s
+/// types (boxed: what only a service's call needs is kept out of the
+/// connection's set of streams).
 ///
 /// Not an `async fn`: the request's fields are read here and dropped, so a
 /// stream that waits for its turn in the output budget holds only its
@@ -114,36 +64,41 @@ pub(super) enum Incoming {
 pub(super) fn answer<'a, H: Service>(
     ctx: &'a Ctx<H>,
     shared: &'a Shared,
-    incoming: Incoming,
+    incoming: Incoming<'_>,
     respond: SendResponse,
     facts: Connection,
 ) -> Either<impl Future<Output = ()> + 'a, Pin<Box<impl Future<Output = ()> + 'a>>> {
-    let req = match incoming {
-        Incoming::Request(req) => req,
+    let refuse_with = |refusal: Refusal, recv: Option<RecvStream>, logged| Reply {
+        response: on_error(&refusal),
+        close: false,
+        head_only: false,
+        recv,
+        logged,
+        refused: true,
+    };
+    let (head, recv) = match incoming {
+        Incoming::Request(head, recv) => (head, recv),
         Incoming::TooLarge(recv) => {
             // RFC 9113 §10.5.1: 431, the body discarded first.
             ctx.stats.request(Protocol::Http2);
             let limit = ctx.settings.http2.max_header_list_bytes;
             let refusal = Refusal::Parse(ParseError::HeadTooLarge { limit });
-            let r = Reply {
-                response: on_error(&refusal),
-                close: false,
-                head_only: false,
-                recv: (!recv.is_end_stream()).then_some(recv),
-                logged: None,
-                refused: true,
-            };
+            let r = refuse_with(refusal, (!recv.is_end_stream()).then_some(recv), None);
             return Either::Left(reply(ctx, shared, respond, r));
         }
     };
-    let (parts, recv) = req.into_parts();
+    let Ok(view) = head::view(head) else {
+        ctx.stats.request(Protocol::Http2);
+        let r = refuse_with(Refusal::Unrepresentable, None, None);
+        return Either::Left(reply(ctx, shared, respond, r));
+    };
     // Boxed, and only with a log: every stream's future stays small.
     let logged = ctx.log.as_ref().map(|log| {
         Box::new(Logged {
             log,
             facts,
-            captured: Captured::mapped(
-                &parts,
+            captured: Captured::of_head(
+                &view,
                 Instant::now(),
                 &ctx.sites,
                 facts.tls.and_then(|t| t.site),
@@ -152,42 +107,44 @@ pub(super) fn answer<'a, H: Service>(
             tally: Tally::default(),
         })
     });
-    let head_only = parts.method == http::Method::HEAD;
+    let head_only = view.method == crate::http::Method::Head;
     let max_body = ctx.settings.max_body_bytes;
-    let declared = crate::http::finish::declared_length(&parts.headers);
-    let refused = match fields::authority_error(&parts) {
+    let refused = match head::authority_error(head, &view) {
         Some(e) => Some(Refusal::Parse(e)),
-        None => declared
+        None => view
+            .content_length
             .filter(|&n| n > max_body)
             .map(|length| Refusal::Parse(ParseError::BodyTooLarge { length })),
-    };
-    let reply_with = |response, close, recv, refused, logged| Reply {
-        response,
-        close,
-        head_only,
-        recv,
-        logged,
-        refused,
     };
     if let Some(refusal) = refused {
         ctx.stats.request(Protocol::Http2);
         drop(recv);
-        let r = reply_with(on_error(&refusal), false, None, true, logged);
+        let mut r = refuse_with(refusal, None, logged);
+        r.head_only = head_only;
         return Either::Left(reply(ctx, shared, respond, r));
     }
     if H::BORROWS_HEADS {
-        let answer = dispatch::respond_to_head(
-            ctx,
-            &crate::app::head::borrow(&parts),
-            &facts,
-            Protocol::Http2,
-        );
+        let answer = dispatch::respond_to_head(ctx, &view, &facts, Protocol::Http2);
         if let Some(answer) = answer {
             let recv = (!recv.is_end_stream()).then_some(recv);
-            let r = reply_with(answer.response, answer.close, recv, false, logged);
+            let r = Reply {
+                response: answer.response,
+                close: answer.close,
+                head_only,
+                recv,
+                logged,
+                refused: false,
+            };
             return Either::Left(reply(ctx, shared, respond, r));
         }
     }
+    drop(view);
+    let Ok(parts) = head::parts(head) else {
+        ctx.stats.request(Protocol::Http2);
+        let mut r = refuse_with(Refusal::Unrepresentable, None, logged);
+        r.head_only = head_only;
+        return Either::Left(reply(ctx, shared, respond, r));
+    };
     Either::Right(Box::pin(call(
         ctx, shared, parts, recv, respond, facts, logged,
     )))
@@ -209,7 +166,7 @@ struct Reply<'a> {
 
 /// Send a response made from the request's head: the body nobody reads is
 /// taken to its end first, so a stream whose body or trailers break the
-/// rules is reset (by `h2`) rather than answered; then the stream waits for
+/// rules is reset (by the connection) rather than answered; then the stream waits for
 /// its turn in the output budget before its head is made.
 async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse, r: Reply<'_>) {
     let Reply {
@@ -244,18 +201,8 @@ async fn reply<H>(ctx: &Ctx<H>, shared: &Shared, mut respond: SendResponse, r: R
     let want = send::first_want(response.status.code(), head_only, len);
     let sent = match send::turn(outbox, &mut respond, want).await {
         Ok(banked) => {
-            let resp = heads::response(response);
-            send(
-                ctx,
-                shared.out(),
-                &mut respond,
-                resp,
-                head_only,
-                None,
-                tally,
-                Some(banked),
-            )
-            .await
+            let r = (response, head_only, tally, banked);
+            send::send_static(ctx, shared, &mut respond, r.0, r.1, r.2, r.3).await
         }
         Err(gone) => Err(gone),
     };

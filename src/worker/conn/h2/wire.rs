@@ -442,9 +442,26 @@ impl SendResponse {
         })
     }
 
-    /// Reset the stream before its head went out.
-    pub(crate) fn send_reset(&mut self, code: ErrorCode) {
-        reset(&self.wire, self.id, code);
+    /// Send a response head already HPACK-encoded in `parts` (joined in
+    /// order); the body goes through the returned stream.
+    pub(crate) fn send_encoded(&mut self, parts: &[&[u8]], end: bool) -> Result<SendStream, Gone> {
+        if let Some(code) = self.wire.slot(self.id, |s| s.reset).flatten() {
+            return Err(Gone(code));
+        }
+        let sent = self
+            .wire
+            .conn
+            .borrow_mut()
+            .send_headers(self.id, parts, end);
+        self.wire.dirty.set(true);
+        if !sent {
+            return Err(Gone(ErrorCode::STREAM_CLOSED));
+        }
+        self.wire.hold(self.id);
+        Ok(SendStream {
+            id: self.id,
+            wire: self.wire.clone(),
+        })
     }
 }
 
