@@ -468,7 +468,72 @@ fn the_service_sees_the_protocol(driver: &str) {
     );
 }
 
+/// The first HEADERS frame of stream 1 read off `s` (other frames are
+/// skipped), decoded: its `:status` and whether it ended the stream.
+fn next_head(
+    s: &mut std::net::TcpStream,
+    decoder: &mut servery::http::h2::hpack::Decoder,
+) -> (String, bool) {
+    use servery::http::h2::frame::{flag, kind, Head, HEADER_LEN};
+    use std::io::Read;
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        s.read_exact(&mut head).expect("a frame header");
+        let h = Head::read(&head);
+        let mut payload = vec![0u8; h.len];
+        s.read_exact(&mut payload).expect("a frame payload");
+        if h.kind == kind::HEADERS && h.stream == 1 {
+            let mut list = servery::http::h2::hpack::FieldList::default();
+            decoder.decode(&payload, 1 << 16, &mut list).expect("HPACK");
+            let status = list
+                .iter()
+                .find(|(n, _)| *n == b":status")
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .expect(":status");
+            return (status, h.has(flag::END_STREAM));
+        }
+    }
+}
+
+/// `Expect: 100-continue` on a request whose body the service reads: an
+/// interim 100 comes while the client holds its body back (RFC 9110
+/// §10.1.1), then, once the body came, the final answer.
+fn expect_100_continue_is_answered_when_the_service_reads(driver: &str) {
+    use servery::http::h2::frame::{self, flag, kind};
+    use servery::http::h2::hpack::{encode, Decoder};
+    let app = App::start(driver);
+    let mut s = std::net::TcpStream::connect(app.server.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut out = servery::http::h2::PREFACE.to_vec();
+    frame::write_settings(&mut out, &[]);
+    let mut block = Vec::new();
+    for (n, v) in [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", "localhost"),
+        (":path", "/digest"),
+        ("expect", "100-continue"),
+        ("content-length", "5"),
+    ] {
+        encode::field_raw(&mut block, n.as_bytes(), v.as_bytes());
+    }
+    frame::head(&mut out, block.len(), kind::HEADERS, flag::END_HEADERS, 1);
+    out.extend_from_slice(&block);
+    s.write_all(&out).expect("write the head");
+    let mut decoder = Decoder::new(4096);
+    assert_eq!(next_head(&mut s, &mut decoder), ("100".into(), false));
+    let mut body = Vec::new();
+    frame::head(&mut body, 5, kind::DATA, flag::END_STREAM, 1);
+    body.extend_from_slice(b"hello");
+    s.write_all(&body).expect("write the body");
+    let (status, _) = next_head(&mut s, &mut decoder);
+    assert_eq!(status, "200");
+    assert_eq!(app.calls(), 1);
+}
+
 driver_tests! {
+    expect_100_continue_is_answered_when_the_service_reads,
     a_posted_body_reads_the_same,
     collect_answers_the_same,
     a_declared_body_past_the_limit_is_413_before_the_service,

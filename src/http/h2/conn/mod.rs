@@ -322,6 +322,28 @@ impl Conn {
         self.goaway.is_some()
     }
 
+    /// Nothing waits to be written.
+    pub fn output_is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// Give back what an idle connection need not hold: spare field lists,
+    /// the block buffer, grown tables of streams and events, the output's
+    /// buffer, and the remembered ends of streams the client closed (a late
+    /// frame of one is then a stream error instead of STREAM_CLOSED's
+    /// connection error: after an idle while, none is in flight). What
+    /// stays: the HPACK table, the settings, the windows.
+    pub fn shed(&mut self) {
+        self.spare = Vec::new();
+        self.block = Vec::new();
+        self.decoder.shed();
+        self.events = VecDeque::new();
+        self.streams.shrink_to_fit();
+        self.closed.retain(|(_, how)| *how == Closed::ByUs);
+        self.closed.shrink_to_fit();
+        self.out.release(0);
+    }
+
     /// Streams open or half-closed.
     pub fn open_streams(&self) -> usize {
         self.streams.len()

@@ -108,6 +108,11 @@ impl Decoder {
         }
     }
 
+    /// Free the scratch buffer (an idle connection's).
+    pub fn shed(&mut self) {
+        self.scratch = Vec::new();
+    }
+
     /// The dynamic table's size, by RFC 7541's count.
     pub fn table_size(&self) -> usize {
         self.table.size()

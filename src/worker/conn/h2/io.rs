@@ -20,6 +20,24 @@ use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::outbox::{FrameScan, Outbox};
 use crate::http::h2::Output;
 
+/// What a transport gives back while its connection is idle (no stream,
+/// nothing to write): TLS its buffers and expanded keys; a plain socket
+/// nothing.
+pub(crate) trait Shed {
+    fn shed(&mut self) {}
+}
+
+impl Shed for monoio::net::tcp::stream_poll::TcpStreamPoll {}
+
+impl<T: Shed> Shed for Prefixed<T> {
+    fn shed(&mut self) {
+        if !self.prefix.has_remaining() {
+            self.prefix = Bytes::new();
+        }
+        self.io.shed();
+    }
+}
+
 /// `prefix`, then whatever `io` reads.
 pub(crate) struct Prefixed<T> {
     prefix: Bytes,

@@ -70,6 +70,10 @@ pub(crate) use tls::Tls;
 const READ_BYTES: usize = 16 * 1024;
 /// Reads one pass makes at most before it writes what they brought.
 const READS_PER_PASS: usize = 16;
+/// How long a connection with no stream open keeps its buffers before they
+/// go back (as HTTP/1.1's idle grace): a closed-loop client's next request
+/// comes within it, a browser's idle connection waits seconds.
+const IDLE_GRACE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What woke the connection task.
 enum Event {
@@ -143,7 +147,7 @@ struct Link<T> {
     eof: bool,
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> Link<T> {
+impl<T: AsyncRead + AsyncWrite + io::Shed + Unpin> Link<T> {
     /// Read what the socket has into `rbuf`; `Ok(0)` at its end.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
         self.rbuf.reserve(READ_BYTES);
@@ -166,7 +170,7 @@ pub(crate) async fn serve<H, T>(
     facts: Connection,
 ) where
     H: Service,
-    T: AsyncRead + AsyncWrite + Unpin + 'static,
+    T: AsyncRead + AsyncWrite + io::Shed + Unpin + 'static,
 {
     registration.set_idle(false);
     registration.set_h2();
@@ -191,13 +195,19 @@ pub(crate) async fn serve<H, T>(
         eof: false,
     };
     let mut streams = FuturesUnordered::new();
-    let mut handshake = pin!(monoio::time::sleep(settings.header_timeout));
     let mut handshaken = false;
-    // Until its first stream a connection has the header timeout, as an
-    // HTTP/1.1 one has for its first request; then the keep-alive timeout.
+    // One timer for a connection with no stream open: until its first
+    // stream, the header timeout (the preface and SETTINGS within it too),
+    // as an HTTP/1.1 connection has for its first request; then, each time
+    // its last stream ends, [`IDLE_GRACE`] (what it holds goes back,
+    // `shed`) and the rest of the keep-alive timeout.
     let mut idle = pin!(monoio::time::sleep(settings.header_timeout));
-    let mut late = pin!(monoio::time::sleep(settings.send_timeout));
-    let mut stall = pin!(monoio::time::sleep(settings.send_timeout));
+    let mut idle_since = monoio::time::Instant::now();
+    let mut shed_due = false;
+    // Made when needed: after GOAWAY, and while bytes are held (a `Sleep`
+    // is 640 bytes, which every idle connection would carry).
+    let mut late: Option<Pin<Box<monoio::time::Sleep>>> = None;
+    let mut stall: Option<Pin<Box<monoio::time::Sleep>>> = None;
     let mut going_away = false;
     let mut peer_goaway = false;
     let mut idle_reset = false;
@@ -283,12 +293,14 @@ pub(crate) async fn serve<H, T>(
             if !handshaken {
                 if wire.conn.borrow().ready() {
                     handshaken = true;
-                } else if handshake.as_mut().poll(cx).is_ready() {
+                } else if idle.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Event::NoHandshake);
                 }
             }
-            if going_away && late.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Event::Late);
+            if let Some(late) = late.as_mut() {
+                if late.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Late);
+                }
             }
             // What this pass queued leaves now, in one gathered write.
             wire.frame_queued();
@@ -317,6 +329,8 @@ pub(crate) async fn serve<H, T>(
             // The timer is moved only when it fires early: progress is
             // made far more often than it fires.
             if let Some(since) = outbox.holding_since() {
+                let stall = stall
+                    .get_or_insert_with(|| Box::pin(monoio::time::sleep(settings.send_timeout)));
                 if stall.as_mut().poll(cx).is_ready() {
                     let deadline = monoio::time::Instant::from_std(since + settings.send_timeout);
                     if monoio::time::Instant::now() >= deadline {
@@ -334,11 +348,27 @@ pub(crate) async fn serve<H, T>(
             busy = busy_now;
             if idle_reset {
                 idle_reset = false;
-                let deadline = monoio::time::Instant::now() + settings.keepalive_timeout;
-                idle.as_mut().reset(deadline);
+                idle_since = monoio::time::Instant::now();
+                shed_due = true;
+                idle.as_mut()
+                    .reset(idle_since + IDLE_GRACE.min(settings.keepalive_timeout));
             }
-            if !busy_now && !going_away && idle.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Event::Idle);
+            if !busy_now && !going_away && handshaken && idle.as_mut().poll(cx).is_ready() {
+                if !shed_due {
+                    return Poll::Ready(Event::Idle);
+                }
+                // The grace passed with no stream: what the connection
+                // holds goes back; then the rest of the keep-alive wait.
+                shed_due = false;
+                if wire.conn.borrow().output_is_empty() && link.rbuf.is_empty() {
+                    wire.shed();
+                    link.io.shed();
+                    stall = None;
+                }
+                idle.as_mut().reset(idle_since + settings.keepalive_timeout);
+                if idle.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Idle);
+                }
             }
             if read_cut && flushed {
                 // Reading stopped short of the socket's end: another pass.
@@ -355,8 +385,7 @@ pub(crate) async fn serve<H, T>(
             }
             if !going_away {
                 going_away = true;
-                let deadline = monoio::time::Instant::now() + settings.send_timeout;
-                late.as_mut().reset(deadline);
+                late = Some(Box::pin(monoio::time::sleep(settings.send_timeout)));
             }
         };
         match event {

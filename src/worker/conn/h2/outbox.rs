@@ -192,6 +192,11 @@ impl Outbox {
         (self.handed.get() > 0).then(|| self.progress.get())
     }
 
+    /// Free the table of an idle connection.
+    pub(super) fn shed(&self) {
+        self.streams.borrow_mut().shrink_to_fit();
+    }
+
     /// Bytes held now.
     #[cfg(test)]
     pub(super) fn held(&self) -> usize {

@@ -271,9 +271,18 @@ async fn call<H: Service>(
         let (feed, body) = RequestBody::channel();
         (Some((feed, recv)), body)
     };
+    // RFC 9110 §10.1.1: a client that expects 100-continue waits for it
+    // before its body; it goes once the service first asks for the body
+    // (a service that answers without reading it sends none).
+    let mut expects = feeder.is_some()
+        && parts
+            .headers
+            .get(http::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let wanted = Cell::new(false);
     let mut feeding = pin!(async {
         if let Some((feed, recv)) = feeder {
-            if let Err(e) = pull(ctx, feed, recv).await {
+            if let Err(e) = pull(ctx, feed, recv, &wanted).await {
                 failed.set(Some(e));
             }
         }
@@ -300,6 +309,10 @@ async fn call<H: Service>(
     let called = poll_fn(|cx| {
         if !fed && feeding.as_mut().poll(cx).is_ready() {
             fed = true;
+        }
+        if expects && wanted.get() {
+            expects = false;
+            respond.send_interim(100);
         }
         if respond.poll_reset(cx).is_ready() {
             return Poll::Ready(Called::Reset);
@@ -353,8 +366,14 @@ async fn call<H: Service>(
 }
 
 /// Feed a request body to its reader, one DATA chunk per want. Credit for a
-/// chunk goes back when the reader takes it (it wants the next).
-async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), BodyError> {
+/// chunk goes back when the reader takes it (it wants the next). `wanted`
+/// is set at the first want.
+async fn pull<H>(
+    ctx: &Ctx<H>,
+    feed: Feed,
+    mut recv: RecvStream,
+    wanted: &Cell<bool>,
+) -> Result<(), BodyError> {
     let max = ctx.settings.max_body_bytes;
     let timeout = ctx.settings.body_timeout;
     let mut total: u64 = 0;
@@ -367,7 +386,7 @@ async fn pull<H>(ctx: &Ctx<H>, feed: Feed, mut recv: RecvStream) -> Result<(), B
                 recv.release_capacity(held);
                 return Ok(());
             }
-            crate::app::body::Want::More => {}
+            crate::app::body::Want::More => wanted.set(true),
         }
         if held > 0 {
             recv.release_capacity(std::mem::take(&mut held));

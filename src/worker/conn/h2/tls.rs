@@ -74,6 +74,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Tls<T> {
     }
 }
 
+impl<T> super::io::Shed for Tls<T> {
+    /// Every buffer that holds nothing, and the expanded keys (rebuilt at
+    /// the next record), go back: an idle TLS connection holds rustls's
+    /// state only.
+    fn shed(&mut self) {
+        let pool = &self.pool;
+        self.session.release(|b| pool.give(b));
+    }
+}
+
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Tls<T> {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -105,6 +105,16 @@ impl Wire {
         }
     }
 
+    /// Give back what an idle connection need not hold (`Conn::shed`, and
+    /// the tables of slots).
+    pub(super) fn shed(&self) {
+        self.conn.borrow_mut().shed();
+        self.slots.borrow_mut().shrink_to_fit();
+        *self.queued.borrow_mut() = Vec::new();
+        *self.head.borrow_mut() = Vec::new();
+        self.outbox.shed();
+    }
+
     /// Streams with a slot (answers running, or bytes of them queued).
     pub(super) fn slots(&self) -> usize {
         self.slots.borrow().len()
@@ -440,6 +450,17 @@ impl SendResponse {
             id: self.id,
             wire: self.wire.clone(),
         })
+    }
+
+    /// Send an interim (1xx) head with `status` and no fields.
+    pub(crate) fn send_interim(&mut self, status: u16) {
+        let mut block = Vec::with_capacity(5);
+        encode::status(&mut block, status);
+        self.wire
+            .conn
+            .borrow_mut()
+            .send_headers(self.id, &[&block], false);
+        self.wire.dirty.set(true);
     }
 
     /// Send a response head already HPACK-encoded in `parts` (joined in
