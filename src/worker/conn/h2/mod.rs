@@ -45,13 +45,14 @@ mod tls;
 mod wire;
 
 use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use futures_util::stream::{FuturesUnordered, Stream};
 use monoio::io::poll_io::{AsyncRead, AsyncWrite, ReadBuf};
+use monoio::time::{Instant, Sleep};
 
 use super::super::registry::Registration;
 use super::budget::ConnBudget;
@@ -68,6 +69,8 @@ pub(crate) use tls::Tls;
 /// Bytes one read takes from the socket (a TLS record's plaintext, or a
 /// frame and a half).
 const READ_BYTES: usize = 16 * 1024;
+/// The first read of a parked connection, into the stack.
+const PARKED_READ_BYTES: usize = 4 * 1024;
 /// Reads one pass makes at most before it writes what they brought.
 const READS_PER_PASS: usize = 16;
 /// How long a connection with no stream open keeps its buffers before they
@@ -137,6 +140,14 @@ impl Http2Conn {
     }
 }
 
+/// Set `timer` to fire at `deadline`, making it if there is none.
+fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant) {
+    match timer {
+        Some(t) => t.as_mut().reset(deadline),
+        None => *timer = Some(Box::pin(monoio::time::sleep_until(deadline))),
+    }
+}
+
 /// The socket side of a connection's task.
 struct Link<T> {
     io: T,
@@ -148,8 +159,18 @@ struct Link<T> {
 }
 
 impl<T: AsyncRead + AsyncWrite + io::Shed + Unpin> Link<T> {
-    /// Read what the socket has into `rbuf`; `Ok(0)` at its end.
+    /// Read what the socket has into `rbuf`; `Ok(0)` at its end. A parked
+    /// connection (`rbuf` freed) waits with no buffer: it reads into the
+    /// stack, and what came is copied into a new one.
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        if self.rbuf.capacity() == 0 {
+            let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); PARKED_READ_BYTES];
+            let mut rb = ReadBuf::uninit(&mut stack);
+            std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+            let n = rb.filled().len();
+            self.rbuf.extend_from_slice(rb.filled());
+            return Poll::Ready(Ok(n));
+        }
         self.rbuf.reserve(READ_BYTES);
         let before = self.rbuf.len();
         let io = &mut self.io;
@@ -201,13 +222,18 @@ pub(crate) async fn serve<H, T>(
     // as an HTTP/1.1 connection has for its first request; then, each time
     // its last stream ends, [`IDLE_GRACE`] (what it holds goes back,
     // `shed`) and the rest of the keep-alive timeout.
-    let mut idle = pin!(monoio::time::sleep(settings.header_timeout));
-    let mut idle_since = monoio::time::Instant::now();
+    let mut idle: Option<Pin<Box<Sleep>>> =
+        Some(Box::pin(monoio::time::sleep(settings.header_timeout)));
+    let mut idle_since = Instant::now();
     let mut shed_due = false;
+    // Past the grace: parked on its socket's readiness, holding no buffer
+    // and no timer; the worker's sweeper keeps the keep-alive timeout (it
+    // shuts the read side: the connection then says GOAWAY and closes).
+    let mut parked = false;
     // Made when needed: after GOAWAY, and while bytes are held (a `Sleep`
     // is 640 bytes, which every idle connection would carry).
-    let mut late: Option<Pin<Box<monoio::time::Sleep>>> = None;
-    let mut stall: Option<Pin<Box<monoio::time::Sleep>>> = None;
+    let mut late: Option<Pin<Box<Sleep>>> = None;
+    let mut stall: Option<Pin<Box<Sleep>>> = None;
     let mut going_away = false;
     let mut peer_goaway = false;
     let mut idle_reset = false;
@@ -280,20 +306,16 @@ pub(crate) async fn serve<H, T>(
                     Poll::Ready(Ok(0)) => link.eof = true,
                     Poll::Ready(Ok(_)) => reads += 1,
                     Poll::Ready(Err(e)) => return Poll::Ready(Event::Broken(e)),
-                    Poll::Pending => {
-                        // Nothing more now: a buffer holding nothing goes
-                        // (the next read takes one again).
-                        if link.rbuf.is_empty() {
-                            link.rbuf = BytesMut::new();
-                        }
-                        break;
-                    }
+                    Poll::Pending => break,
                 }
             }
             if !handshaken {
                 if wire.conn.borrow().ready() {
                     handshaken = true;
-                } else if idle.as_mut().poll(cx).is_ready() {
+                } else if idle
+                    .as_mut()
+                    .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+                {
                     return Poll::Ready(Event::NoHandshake);
                 }
             }
@@ -316,6 +338,11 @@ pub(crate) async fn serve<H, T>(
                 }
             };
             let failed = wire.conn.borrow().failure().is_some();
+            if link.eof && parked {
+                // The sweeper's keep-alive timeout (or the client's close):
+                // GOAWAY goes out with the close.
+                wire.conn.borrow_mut().go_away(ErrorCode::NO_ERROR);
+            }
             if (failed && flushed) || link.eof {
                 return Poll::Ready(Event::Closed);
             }
@@ -332,8 +359,8 @@ pub(crate) async fn serve<H, T>(
                 let stall = stall
                     .get_or_insert_with(|| Box::pin(monoio::time::sleep(settings.send_timeout)));
                 if stall.as_mut().poll(cx).is_ready() {
-                    let deadline = monoio::time::Instant::from_std(since + settings.send_timeout);
-                    if monoio::time::Instant::now() >= deadline {
+                    let deadline = Instant::from_std(since + settings.send_timeout);
+                    if Instant::now() >= deadline {
                         return Poll::Ready(Event::Stalled);
                     }
                     stall.as_mut().reset(deadline);
@@ -348,26 +375,44 @@ pub(crate) async fn serve<H, T>(
             busy = busy_now;
             if idle_reset {
                 idle_reset = false;
-                idle_since = monoio::time::Instant::now();
+                if parked {
+                    parked = false;
+                    registration.unpark();
+                }
+                idle_since = Instant::now();
                 shed_due = true;
-                idle.as_mut()
-                    .reset(idle_since + IDLE_GRACE.min(settings.keepalive_timeout));
+                arm(
+                    &mut idle,
+                    idle_since + IDLE_GRACE.min(settings.keepalive_timeout),
+                );
             }
-            if !busy_now && !going_away && handshaken && idle.as_mut().poll(cx).is_ready() {
+            let timer_fired = idle
+                .as_mut()
+                .is_some_and(|t| t.as_mut().poll(cx).is_ready());
+            if !busy_now && !going_away && handshaken && timer_fired {
                 if !shed_due {
                     return Poll::Ready(Event::Idle);
                 }
                 // The grace passed with no stream: what the connection
-                // holds goes back; then the rest of the keep-alive wait.
+                // holds goes back, and it parks for the rest of the
+                // keep-alive wait.
                 shed_due = false;
                 if wire.conn.borrow().output_is_empty() && link.rbuf.is_empty() {
                     wire.shed();
                     link.io.shed();
+                    link.rbuf = BytesMut::new();
                     stall = None;
-                }
-                idle.as_mut().reset(idle_since + settings.keepalive_timeout);
-                if idle.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Event::Idle);
+                    idle = None;
+                    parked = true;
+                    registration.park(settings.keepalive_timeout.saturating_sub(IDLE_GRACE));
+                } else {
+                    arm(&mut idle, idle_since + settings.keepalive_timeout);
+                    if idle
+                        .as_mut()
+                        .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+                    {
+                        return Poll::Ready(Event::Idle);
+                    }
                 }
             }
             if read_cut && flushed {
