@@ -108,8 +108,10 @@ pub(crate) async fn serve_tls<H: Service>(
             let (tcp, session) = tls.into_parts();
             match tcp.try_into_poll_io() {
                 Ok(tcp) => {
+                    // Not boxed: this task's HTTP/1.1 state is the larger,
+                    // so an HTTP/2 connection's fits in its place.
                     let tls = h2::Tls::new(tcp, session, Rc::clone(&ctx.pool));
-                    Box::pin(h2::serve(tls, &registration, &ctx, facts)).await;
+                    h2::serve(tls, &registration, &ctx, facts).await;
                 }
                 Err((e, _)) => tracing::warn!(error = %e, "cannot poll the socket for HTTP/2"),
             }

@@ -140,6 +140,23 @@ impl Http2Conn {
     }
 }
 
+/// An empty set of `answer`'s futures, not made yet (its type named by
+/// `answer` itself).
+fn no_streams<'a, H, F>(
+    _answer: impl FnOnce(
+        &'a Ctx<H>,
+        &'a shared::Shared,
+        stream::Incoming<'_>,
+        wire::SendResponse,
+        Connection,
+    ) -> F,
+) -> Option<FuturesUnordered<F>>
+where
+    H: 'a,
+{
+    None
+}
+
 /// Set `timer` to fire at `deadline`, making it if there is none.
 fn arm(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant) {
     match timer {
@@ -215,7 +232,9 @@ pub(crate) async fn serve<H, T>(
         writer: io::Writer::default(),
         eof: false,
     };
-    let mut streams = FuturesUnordered::new();
+    // Made with the first stream and dropped when the connection parks:
+    // an empty set still holds a node as large as one stream's answer.
+    let mut streams = no_streams(stream::answer::<H>);
     let mut handshaken = false;
     // One timer for a connection with no stream open: until its first
     // stream, the header timeout (the preface and SETTINGS within it too),
@@ -253,7 +272,9 @@ pub(crate) async fn serve<H, T>(
             let mut reads = 0;
             let mut read_cut = false;
             loop {
-                while let Poll::Ready(Some(())) = Pin::new(&mut streams).poll_next(cx) {}
+                if let Some(set) = streams.as_mut() {
+                    while let Poll::Ready(Some(())) = Pin::new(&mut *set).poll_next(cx) {}
+                }
                 if let Some(code) = shared.goaway.take() {
                     return Poll::Ready(Event::GoAway(code));
                 }
@@ -272,7 +293,9 @@ pub(crate) async fn serve<H, T>(
                             let respond = wire::SendResponse::new(id, wire.clone());
                             let recv = wire::RecvStream::new(id, wire.clone());
                             let incoming = stream::Incoming::Request(&mut head, recv);
-                            streams.push(stream::answer(ctx, &shared, incoming, respond, facts));
+                            streams
+                                .get_or_insert_with(FuturesUnordered::new)
+                                .push(stream::answer(ctx, &shared, incoming, respond, facts));
                             wire.conn.borrow_mut().recycle(head.fields);
                             accepted = true;
                         }
@@ -281,7 +304,9 @@ pub(crate) async fn serve<H, T>(
                             let respond = wire::SendResponse::new(id, wire.clone());
                             let recv = wire::RecvStream::new(id, wire.clone());
                             let incoming = stream::Incoming::TooLarge(recv);
-                            streams.push(stream::answer(ctx, &shared, incoming, respond, facts));
+                            streams
+                                .get_or_insert_with(FuturesUnordered::new)
+                                .push(stream::answer(ctx, &shared, incoming, respond, facts));
                             accepted = true;
                         }
                         Some(H2Event::GoAway { .. }) => peer_goaway = true,
@@ -346,7 +371,7 @@ pub(crate) async fn serve<H, T>(
             if (failed && flushed) || link.eof {
                 return Poll::Ready(Event::Closed);
             }
-            let busy_now = !streams.is_empty() || wire.slots() > 0;
+            let busy_now = streams.as_ref().is_some_and(|s| !s.is_empty()) || wire.slots() > 0;
             let finished = wire.conn.borrow().goaway_final() || peer_goaway;
             if finished && !busy_now && flushed {
                 return Poll::Ready(Event::Closed);
@@ -403,6 +428,7 @@ pub(crate) async fn serve<H, T>(
                     link.rbuf = BytesMut::new();
                     stall = None;
                     idle = None;
+                    streams = None;
                     parked = true;
                     registration.park(settings.keepalive_timeout.saturating_sub(IDLE_GRACE));
                 } else {
