@@ -9,7 +9,6 @@
 //! another copy.
 
 use super::hpack::FieldList;
-use crate::http::token::is_tchar;
 
 /// Where a valid request's pseudo-header fields are in its list (indices),
 /// and what its content-length says.
@@ -72,7 +71,7 @@ pub fn check(list: &FieldList, trailers: bool) -> Result<Pseudo, Malformed> {
             regular = true;
             p.first_field = i;
         }
-        if name.is_empty() || !name.iter().all(|&b| is_tchar(b) && !b.is_ascii_uppercase()) {
+        if name.is_empty() || !name.iter().all(|&b| LOWER_TCHAR[usize::from(b)]) {
             return Err(Malformed::Name(i));
         }
         match name {
@@ -114,8 +113,45 @@ pub fn check(list: &FieldList, trailers: bool) -> Result<Pseudo, Malformed> {
 /// §8.2.1: no NUL, CR or LF, and no SP or HTAB at either end.
 fn value_ok(v: &[u8]) -> bool {
     let ends = |b: Option<&u8>| !matches!(b, Some(b' ' | b'\t'));
-    ends(v.first()) && ends(v.last()) && !v.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n'))
+    // Every byte is at least 0x0e but CR (0x0d), LF (0x0a) and NUL are
+    // below it: one comparison a byte for the common case.
+    ends(v.first())
+        && ends(v.last())
+        && v.iter()
+            .all(|&b| b >= 0x0e || !matches!(b, 0 | b'\r' | b'\n'))
 }
+
+/// The bytes of a field name: a token's (RFC 9110 §5.6.2), in lowercase
+/// (RFC 9113 §8.2.1), as a table (a request's names are checked byte by
+/// byte).
+static LOWER_TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    t
+};
 
 fn digits(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
@@ -178,6 +214,14 @@ mod tests {
         let connect = list(&[(":method", "CONNECT"), (":authority", "example.com:443")]);
         assert!(check(&connect, false).is_ok());
         assert!(check(&list(&[("x-t", "1")]), true).is_ok());
+    }
+
+    #[test]
+    fn the_name_table_is_the_token_grammar_in_lowercase() {
+        for b in 0..=255u8 {
+            let want = crate::http::token::is_tchar(b) && !b.is_ascii_uppercase();
+            assert_eq!(LOWER_TCHAR[usize::from(b)], want, "{b:#04x}");
+        }
     }
 
     #[test]

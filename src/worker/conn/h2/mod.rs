@@ -225,7 +225,12 @@ pub(crate) async fn serve<H, T>(
     let budget = ConnBudget::new(settings.output_buffer_bytes, ctx.output.clone());
     let outbox = Rc::new(outbox::Outbox::new(budget));
     let wire = Rc::new(wire::Wire::new(conn, outbox.clone()));
-    let shared = shared::Shared::new(outbox.clone(), ctx.alt_svc_value(&facts).cloned());
+    // Boxed, as the rest of the connection's state is: the future the
+    // connection's task carries stays small.
+    let shared = Box::new(shared::Shared::new(
+        outbox.clone(),
+        ctx.alt_svc_value(&facts).cloned(),
+    ));
     let mut link = Link {
         io,
         rbuf: BytesMut::new(),
@@ -514,7 +519,9 @@ pub(crate) async fn serve<H, T>(
         link.writer
             .poll_write(&mut link.io, conn.output(), &outbox, cx)
     });
-    let _ = monoio::time::timeout(settings.send_timeout, flush).await;
+    // Boxed: a timeout holds a timer, which would widen this future (and
+    // the task it runs in) for the connection's whole life.
+    let _ = Box::pin(monoio::time::timeout(settings.send_timeout, flush)).await;
     let shutdown = poll_fn(|cx| Pin::new(&mut link.io).poll_shutdown(cx));
-    let _ = monoio::time::timeout(settings.send_timeout, shutdown).await;
+    let _ = Box::pin(monoio::time::timeout(settings.send_timeout, shutdown)).await;
 }

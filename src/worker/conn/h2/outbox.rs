@@ -133,9 +133,9 @@ impl Outbox {
         self.credit(id, n, false);
     }
 
-    /// The socket took `n` DATA payload bytes of stream `id`.
+    /// The socket took `n` DATA payload bytes of stream `id` (the writer
+    /// has said so with [`Outbox::moved`]: the time of progress is set).
     pub(super) fn written(&self, id: u32, n: usize) {
-        self.progress.set(Instant::now());
         self.credit(id, n, true);
     }
 
