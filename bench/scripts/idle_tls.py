@@ -15,6 +15,8 @@ Subcommands (each prints one JSON object on stdout unless said otherwise):
           HEADERS frame (END_STREAM|END_HEADERS, HPACK by hand), SETTINGS
           ACK and PING ACK as the server asks, until the DATA frame with
           END_STREAM on stream 1.
+          --plain: the same without TLS (h2c by prior knowledge for h2),
+          for a server started by hand with --bind.
   meta    Identity of the run: command, git commit, machine, kernel, each
           server's binary, version and sha256.
   summary One progress line about one sample.
@@ -361,7 +363,12 @@ def cmd_idle(a):
     raise_nofile(a.conns + 64)
     with open(a.file, "rb") as f:
         want = f.read()
-    ctx = tls_context(a.cafile, a.proto)
+    ctx = None if a.plain else tls_context(a.cafile, a.proto)
+
+    def connect():
+        if a.plain:
+            return socket.create_connection((host, a.port), timeout=a.timeout)
+        return tls_connect(ctx, host, a.port, a.timeout, a.proto)
 
     def one_get(s):
         if a.proto == "h2":
@@ -376,11 +383,11 @@ def cmd_idle(a):
 
     # Warm-up: one request on its own connection, checked byte for byte and
     # closed before the baseline.
-    s = tls_connect(ctx, host, a.port, a.timeout, a.proto)
+    s = connect()
     try:
         _, warm = one_get(s)
-        tls = {"version": s.version(), "cipher": s.cipher()[0],
-               "alpn": s.selected_alpn_protocol()}
+        tls = None if a.plain else {"version": s.version(), "cipher": s.cipher()[0],
+                                    "alpn": s.selected_alpn_protocol()}
     finally:
         s.close()
     time.sleep(a.pause)
@@ -390,7 +397,7 @@ def cmd_idle(a):
     try:
         for i in range(a.conns):
             try:
-                s = tls_connect(ctx, host, a.port, a.timeout, a.proto)
+                s = connect()
                 conns.append((s, None))
                 conns[-1] = (s, one_get(s)[0])
             except (OSError, RuntimeError) as e:
@@ -530,7 +537,9 @@ def main():
     i.add_argument("--proto", choices=("h1", "h2"), required=True)
     i.add_argument("--path", required=True)
     i.add_argument("--file", required=True, help="the file the server serves at --path")
-    i.add_argument("--cafile", required=True, help="the server's self-signed certificate (PEM)")
+    i.add_argument("--cafile", help="the server's self-signed certificate (PEM); not with --plain")
+    i.add_argument("--plain", action="store_true",
+                   help="no TLS: HTTP/1.1, or h2c by prior knowledge with --proto h2")
     i.add_argument("--conns", type=int, required=True)
     i.add_argument("--settle", type=float, default=2.0)
     i.add_argument("--pause", type=float, default=0.2, help="seconds after the warm-up")

@@ -113,12 +113,24 @@ pub fn check(list: &FieldList, trailers: bool) -> Result<Pseudo, Malformed> {
 /// §8.2.1: no NUL, CR or LF, and no SP or HTAB at either end.
 fn value_ok(v: &[u8]) -> bool {
     let ends = |b: Option<&u8>| !matches!(b, Some(b' ' | b'\t'));
-    // Every byte is at least 0x0e but CR (0x0d), LF (0x0a) and NUL are
-    // below it: one comparison a byte for the common case.
-    ends(v.first())
-        && ends(v.last())
-        && v.iter()
-            .all(|&b| b >= 0x0e || !matches!(b, 0 | b'\r' | b'\n'))
+    if !ends(v.first()) || !ends(v.last()) {
+        return false;
+    }
+    // NUL, LF and CR are all below 0x0e: eight bytes at a time, and only a
+    // word with a byte below 0x0e gets the exact look (the "has a byte less
+    // than n" test).
+    let mut words = v.chunks_exact(8);
+    for w in &mut words {
+        let x = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        let low = x.wrapping_sub(0x0e0e_0e0e_0e0e_0e0e) & !x & 0x8080_8080_8080_8080;
+        if low != 0 && w.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+            return false;
+        }
+    }
+    !words
+        .remainder()
+        .iter()
+        .any(|&b| matches!(b, 0 | b'\r' | b'\n'))
 }
 
 /// The bytes of a field name: a token's (RFC 9110 §5.6.2), in lowercase
@@ -214,6 +226,24 @@ mod tests {
         let connect = list(&[(":method", "CONNECT"), (":authority", "example.com:443")]);
         assert!(check(&connect, false).is_ok());
         assert!(check(&list(&[("x-t", "1")]), true).is_ok());
+    }
+
+    #[test]
+    fn values_are_checked_at_every_position() {
+        for len in 1..40 {
+            for at in 0..len {
+                for bad in [0u8, b'\r', b'\n'] {
+                    let mut v = vec![b'a'; len];
+                    v[at] = bad;
+                    assert!(!value_ok(&v), "{len} {at} {bad}");
+                }
+                let mut v = vec![b'a'; len];
+                v[at] = 0x0b;
+                assert!(value_ok(&v), "{len} {at}");
+            }
+        }
+        assert!(value_ok(b""));
+        assert!(value_ok("caf\u{e9} \u{1f600}".as_bytes()));
     }
 
     #[test]

@@ -358,34 +358,30 @@ pub(super) async fn send_static<H>(
     banked: usize,
 ) -> Result<(), Gone> {
     let outbox = &*shared.outbox;
-    let crate::http::Fields::Prebuilt(block) = &resp.fields else {
-        let resp = heads::response(resp);
-        return send(
-            ctx,
-            shared.out(),
-            respond,
-            resp,
-            head_only,
-            None,
-            tally,
-            Some(banked),
-        )
-        .await;
+    let prebuilt = match &resp.fields {
+        crate::http::Fields::Prebuilt(block) if resp.status == crate::http::Status::OK => {
+            Some(block)
+        }
+        _ => None,
     };
-    if resp.status != crate::http::Status::OK {
+    let Some(block) = prebuilt else {
+        // Boxed: the header-map path's state would widen every stream's
+        // answer (what each waiting stream holds, and what is moved into
+        // the connection's set of streams).
         let resp = heads::response(resp);
-        return send(
+        let out = shared.out();
+        let sent = send(
             ctx,
-            shared.out(),
+            out,
             respond,
             resp,
             head_only,
             None,
             tally,
             Some(banked),
-        )
-        .await;
-    }
+        );
+        return Box::pin(sent).await;
+    };
     let fields = block.hpack(heads::hpack).clone();
     let body = crate::app::Body::from_static(resp.body);
     let bodiless = head_only || body.len() == Some(0);

@@ -238,7 +238,8 @@ async fn refuse<H>(
     tally: Option<&Tally>,
 ) {
     let resp = from_static(on_error(refusal));
-    let _ = send(
+    // Boxed: only a refused body's stream pays for this state.
+    let sent = send(
         ctx,
         shared.out(),
         respond,
@@ -247,8 +248,8 @@ async fn refuse<H>(
         None,
         tally,
         None,
-    )
-    .await;
+    );
+    let _ = Box::pin(sent).await;
 }
 
 /// Answer one stream through the service's `call`, its body fed as the
