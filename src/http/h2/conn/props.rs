@@ -1,7 +1,7 @@
-//! Property tests of the connection and HPACK under random input (stable
-//! toolchain, `cargo test`; `fuzz/` runs the same targets coverage-guided):
-//! nothing panics, nothing grows past its bound, and a valid request reads
-//! the same however its bytes are cut.
+//! Property tests of the frame reader, the connection and HPACK under
+//! random input (stable toolchain, `cargo test`; `fuzz/` runs the same
+//! targets coverage-guided): nothing panics, nothing grows past its bound,
+//! and a valid request reads the same however its bytes are cut.
 
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
@@ -210,6 +210,29 @@ proptest! {
         let got: Vec<(Vec<u8>, Vec<u8>)> = out.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
         let want: Vec<(Vec<u8>, Vec<u8>)> = fields.iter().map(|(n, v, _)| (n.as_bytes().to_vec(), v.clone())).collect();
         prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn any_frame_reads_or_is_refused_within_its_payload(
+        kind in 0u8..12,
+        flags in any::<u8>(),
+        stream in any::<u32>(),
+        payload in prop::collection::vec(any::<u8>(), 0..300),
+    ) {
+        use super::super::frame::{self, Frame, Head};
+        let head = Head { len: payload.len(), kind, flags, stream: stream & frame::MAX_WINDOW };
+        match frame::read(&head, &payload) {
+            Ok(Frame::Data { data, flow, .. }) => {
+                prop_assert!(data.len() <= flow && flow == payload.len());
+            }
+            Ok(Frame::Headers { block, .. }) | Ok(Frame::Continuation { block, .. }) => {
+                prop_assert!(block.len() <= payload.len());
+            }
+            Ok(Frame::Settings { params, .. }) => {
+                prop_assert_eq!(frame::settings(params).count() * 6, params.len());
+            }
+            _ => {}
+        }
     }
 
     #[test]
