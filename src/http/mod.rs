@@ -1,5 +1,5 @@
 //! HTTP protocol cores: request heads in, response heads out, no I/O.
-//! HTTP/2's frames, HPACK and connection state are `h2`'s (RFC 9113).
+//! HTTP/2's frames, HPACK and connection state are `h2`'s (RFC 9113, RFC 7541).
 //!
 //! Owns: parsing (`parse`), the Host grammar (`host`), request-body framing
 //! (`body`) and the chunked decoder under it (`chunked`), the token grammar

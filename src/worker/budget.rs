@@ -12,7 +12,7 @@
 //!
 //! Why two bounds: one HTTP/2 client that opens its windows and never reads
 //! makes every stream prepare data that cannot leave. A bound per stream
-//! (h2's send buffer) still multiplies by the streams, and a bound per
+//! (a stream's send buffer) still multiplies by the streams, and a bound per
 //! connection still multiplies by the connections; only the worker's bound
 //! holds whatever a client does, and the connection's keeps one client from
 //! taking the worker's whole budget.

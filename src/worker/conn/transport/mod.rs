@@ -12,7 +12,7 @@
 //! TLS is ours over rustls's unbuffered API: `session` (I/O-free: the
 //! session and its bounded buffers; `hello` reads the SNI), `tls` (the
 //! owned-buffer stream HTTP/1.1 runs on, and the handshake); HTTP/2 drives
-//! the same session in poll style (`h2::io`). Decision record:
+//! the same session in poll style (`h2::tls`). Decision record:
 //! docs/decisions/0015-tls-transport.md.
 
 mod hello;

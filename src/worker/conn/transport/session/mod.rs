@@ -7,7 +7,7 @@
 //! did not fit the reader's buffer), and the ciphertext to send (handshake
 //! flights, tickets, alerts, close_notify, and what [`Session::encrypt`]
 //! made). Does not own the socket: the completion-style stream
-//! (`transport::tls`) and HTTP/2's poll-style adapter (`h2::io`) move bytes
+//! (`transport::tls`) and HTTP/2's poll-style adapter (`h2::tls`) move bytes
 //! between these buffers and the socket, so both run the same TLS.
 //!
 //! Why unbuffered: rustls's buffered connection keeps a reassembly buffer
