@@ -6,7 +6,7 @@
 //! it reads nothing of theirs.
 
 /// RFC 9110 §5.6.2: tchar, the bytes of a token.
-pub fn is_tchar(b: u8) -> bool {
+pub const fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,

@@ -61,14 +61,50 @@ pub fn gather<T: IoVecBuf>(bufs: &T, into: &mut Vec<u8>) {
     }
 }
 
-/// Let a poll-style read (`read`) fill the spare capacity of `vec`, and
-/// keep what it filled.
-pub fn fill_spare<R>(
-    vec: &mut Vec<u8>,
+/// A growable byte buffer whose spare capacity a read may fill: `Vec<u8>`
+/// and `BytesMut`.
+pub trait Spare {
+    fn spare(&mut self) -> &mut [std::mem::MaybeUninit<u8>];
+    /// # Safety
+    /// The first `new_len - len` bytes of the spare capacity are initialised.
+    unsafe fn grow_len(&mut self, new_len: usize);
+    fn len_now(&self) -> usize;
+}
+
+impl Spare for Vec<u8> {
+    fn spare(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        self.spare_capacity_mut()
+    }
+    unsafe fn grow_len(&mut self, new_len: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.set_len(new_len) }
+    }
+    fn len_now(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Spare for bytes::BytesMut {
+    fn spare(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        self.spare_capacity_mut()
+    }
+    unsafe fn grow_len(&mut self, new_len: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.set_len(new_len) }
+    }
+    fn len_now(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Let a poll-style read (`read`) fill the spare capacity of `buf` (a
+/// `Vec<u8>` or a `BytesMut`), and keep what it filled.
+pub fn fill_spare<B: Spare, R>(
+    buf: &mut B,
     read: impl FnOnce(&mut monoio::io::poll_io::ReadBuf<'_>) -> R,
 ) -> R {
-    let len = vec.len();
-    let spare = vec.spare_capacity_mut();
+    let len = buf.len_now();
+    let spare = buf.spare();
     let start = spare.as_ptr() as *const u8;
     let mut rb = monoio::io::poll_io::ReadBuf::uninit(spare);
     let r = read(&mut rb);
@@ -78,29 +114,9 @@ pub fn fill_spare<R>(
     if filled.as_ptr() == start {
         let n = filled.len();
         // SAFETY: `ReadBuf` guarantees its first `filled().len()` bytes are
-        // initialised, and they are `vec`'s spare capacity (checked above),
+        // initialised, and they are `buf`'s spare capacity (checked above),
         // so `len + n <= capacity` and those bytes are now initialised.
-        unsafe { vec.set_len(len + n) };
-    }
-    r
-}
-
-/// [`fill_spare`] for a `BytesMut`: read into its spare capacity.
-pub fn fill_spare_bytes<R>(
-    buf: &mut bytes::BytesMut,
-    read: impl FnOnce(&mut monoio::io::poll_io::ReadBuf<'_>) -> R,
-) -> R {
-    let len = buf.len();
-    let spare = buf.spare_capacity_mut();
-    let start = spare.as_ptr() as *const u8;
-    let mut rb = monoio::io::poll_io::ReadBuf::uninit(spare);
-    let r = read(&mut rb);
-    let filled = rb.filled();
-    if filled.as_ptr() == start {
-        let n = filled.len();
-        // SAFETY: as in `fill_spare`: the first `n` bytes of the spare
-        // capacity were initialised by the reader, so `len + n` bytes are.
-        unsafe { buf.set_len(len + n) };
+        unsafe { buf.grow_len(len + n) };
     }
     r
 }

@@ -9,6 +9,7 @@
 //! another copy.
 
 use super::hpack::FieldList;
+use crate::http::token::is_tchar;
 
 /// Where a valid request's pseudo-header fields are in its list (indices),
 /// and what its content-length says.
@@ -140,26 +141,7 @@ static LOWER_TCHAR: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_lowercase()
-            || c.is_ascii_digit()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
+        t[b] = is_tchar(b as u8) && !(b as u8).is_ascii_uppercase();
         b += 1;
     }
     t
@@ -249,7 +231,7 @@ mod tests {
     #[test]
     fn the_name_table_is_the_token_grammar_in_lowercase() {
         for b in 0..=255u8 {
-            let want = crate::http::token::is_tchar(b) && !b.is_ascii_uppercase();
+            let want = is_tchar(b) && !b.is_ascii_uppercase();
             assert_eq!(LOWER_TCHAR[usize::from(b)], want, "{b:#04x}");
         }
     }

@@ -277,7 +277,6 @@ impl Captured {
         sni: Option<usize>,
         protocol: Protocol,
     ) -> Captured {
-        let mut text = Vec::new();
         let target = parts
             .uri
             .path_and_query()
@@ -297,6 +296,11 @@ impl Captured {
             site: sites.request_name(host, sni),
             protocol,
         };
+        Captured::of(said, start)
+    }
+
+    fn of(said: Said<'_>, start: Instant) -> Captured {
+        let mut text = Vec::new();
         let fields = Fields::capture(&mut text, said);
         Captured {
             record: Record::new(fields, start),
@@ -312,7 +316,6 @@ impl Captured {
         sni: Option<usize>,
         protocol: Protocol,
     ) -> Captured {
-        let mut text = Vec::new();
         let said = Said {
             method: head.method_token.as_bytes(),
             target: head.target,
@@ -322,11 +325,7 @@ impl Captured {
             site: sites.request_name(head.host, sni),
             protocol,
         };
-        let fields = Fields::capture(&mut text, said);
-        Captured {
-            record: Record::new(fields, start),
-            text,
-        }
+        Captured::of(said, start)
     }
 
     /// The stream's answer ended: `status` (0: none was sent) and

@@ -172,9 +172,10 @@ enum Phase {
 }
 
 /// Hashes a stream id with one multiplication (ids are the client's odd
-/// numbers; SipHash would cost more than the lookup).
+/// numbers; SipHash would cost more than the lookup). Also the worker's
+/// tables of a connection's streams.
 #[derive(Default)]
-struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {

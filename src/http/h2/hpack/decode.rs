@@ -255,15 +255,8 @@ fn string(src: &mut &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn fields(list: &FieldList) -> Vec<(String, String)> {
         list.iter()

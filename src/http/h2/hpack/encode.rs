@@ -51,13 +51,7 @@ pub fn status(out: &mut Vec<u8>, code: u16) {
 /// A field (lowercase name), its value Huffman-coded where shorter.
 pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     name_part(out, name);
-    let coded = huffman::encoded_len(value);
-    if coded < value.len() {
-        integer(out, 0x80, 7, coded);
-        huffman::encode(value, out);
-    } else {
-        string_raw(out, value);
-    }
+    string(out, value);
 }
 
 /// A field (lowercase name), its value as it is.
@@ -78,14 +72,19 @@ fn name_part(out: &mut Vec<u8>, name: &[u8]) {
         Some(i) => integer(out, 0x00, 4, i),
         None => {
             out.push(0x00);
-            let coded = huffman::encoded_len(name);
-            if coded < name.len() {
-                integer(out, 0x80, 7, coded);
-                huffman::encode(name, out);
-            } else {
-                string_raw(out, name);
-            }
+            string(out, name);
         }
+    }
+}
+
+/// A string literal (§5.2), Huffman-coded where that is shorter.
+fn string(out: &mut Vec<u8>, s: &[u8]) {
+    let coded = huffman::encoded_len(s);
+    if coded < s.len() {
+        integer(out, 0x80, 7, coded);
+        huffman::encode(s, out);
+    } else {
+        string_raw(out, s);
     }
 }
 

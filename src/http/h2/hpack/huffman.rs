@@ -202,15 +202,8 @@ pub fn encode(src: &[u8], out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     /// RFC 7541 Appendix C.4 and C.6: strings and their Huffman codes.
     const EXAMPLES: &[(&str, &str)] = &[

@@ -11,3 +11,13 @@ pub mod huffman;
 pub mod table;
 
 pub use decode::{Decoder, Error, FieldList};
+
+/// Bytes from hex digits (whitespace ignored): the RFC's examples.
+#[cfg(test)]
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}

@@ -191,7 +191,7 @@ impl<T: AsyncRead + AsyncWrite + io::Shed + Unpin> Link<T> {
         self.rbuf.reserve(READ_BYTES);
         let before = self.rbuf.len();
         let io = &mut self.io;
-        let r = crate::sys::rent::fill_spare_bytes(&mut self.rbuf, |rb: &mut ReadBuf<'_>| {
+        let r = crate::sys::rent::fill_spare(&mut self.rbuf, |rb: &mut ReadBuf<'_>| {
             Pin::new(io).poll_read(cx, rb)
         });
         std::task::ready!(r)?;

@@ -24,11 +24,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::super::budget::{ConnBudget, Ticket};
+use crate::http::h2::conn::IdHasher;
 
 /// One stream's bytes: granted, handed or not, and not yet written.
 struct Entry {
@@ -36,32 +37,6 @@ struct Entry {
     /// Of `unsent`, the bytes handed over (the rest is granted and not
     /// handed yet: a file chunk being read, credit being waited for).
     handed: usize,
-}
-
-/// Hashes a stream id with one multiplication and a shift: the ids are the client's
-/// own odd numbers, a table holds a connection's streams only, and every
-/// DATA frame written looks one up (SipHash costs more than the rest of
-/// the lookup).
-#[derive(Default)]
-pub(super) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        // The product's high bits folded down: the table indexes with the
-        // low bits and tags with the top ones.
-        let x = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = x ^ (x >> 29);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// Streams by id.

@@ -29,7 +29,8 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 
-use super::outbox::{IdHasher, Outbox};
+use super::outbox::Outbox;
+use crate::http::h2::conn::IdHasher;
 use crate::http::h2::hpack::encode;
 use crate::http::h2::{Conn, ErrorCode, Event};
 
@@ -429,27 +430,11 @@ impl SendResponse {
         head: http::response::Parts,
         end: bool,
     ) -> Result<SendStream, Gone> {
-        if let Some(code) = self.wire.slot(self.id, |s| s.reset).flatten() {
-            return Err(Gone(code));
-        }
-        let sent = {
-            let mut block = self.wire.head.borrow_mut();
-            block.clear();
-            encode_head(&mut block, &head);
-            self.wire
-                .conn
-                .borrow_mut()
-                .send_headers(self.id, &[&block], end)
-        };
-        self.wire.dirty.set(true);
-        if !sent {
-            return Err(Gone(ErrorCode::STREAM_CLOSED));
-        }
-        self.wire.hold(self.id);
-        Ok(SendStream {
-            id: self.id,
-            wire: self.wire.clone(),
-        })
+        let wire = self.wire.clone();
+        let mut block = wire.head.borrow_mut();
+        block.clear();
+        encode_head(&mut block, &head);
+        self.send_encoded(&[&block], end)
     }
 
     /// Send an interim (1xx) head with `status` and no fields.
@@ -506,16 +491,24 @@ impl SendStream {
     /// Hand `data` over (`end`: the body ends with it). It is framed as the
     /// windows allow; until then it counts as handed in the outbox.
     pub(crate) fn send_data(&mut self, data: Bytes, end: bool) -> Result<(), Gone> {
-        let queued = self.wire.slot(self.id, |s| {
-            if let Some(code) = s.reset {
-                return Err(Gone(code));
-            }
+        self.queue(|s| {
             s.send_bytes += data.len();
             if !data.is_empty() {
                 s.send.push_back(data);
             }
             s.send_end |= end;
-            Ok(())
+        })
+    }
+
+    /// Change the slot with `f` unless the stream was reset, and have the
+    /// connection frame what it queued.
+    fn queue(&mut self, f: impl FnOnce(&mut Slot)) -> Result<(), Gone> {
+        let queued = self.wire.slot(self.id, |s| match s.reset {
+            Some(code) => Err(Gone(code)),
+            None => {
+                f(s);
+                Ok(())
+            }
         });
         match queued {
             Some(Ok(())) => {
@@ -533,22 +526,10 @@ impl SendStream {
         for (name, value) in &trailers {
             encode::field(&mut block, name.as_str().as_bytes(), value.as_bytes());
         }
-        let queued = self.wire.slot(self.id, |s| {
-            if let Some(code) = s.reset {
-                return Err(Gone(code));
-            }
+        self.queue(|s| {
             s.send_trailers = Some(block.into_boxed_slice());
             s.send_end = true;
-            Ok(())
-        });
-        match queued {
-            Some(Ok(())) => {
-                self.wire.queue(self.id);
-                Ok(())
-            }
-            Some(Err(e)) => Err(e),
-            None => Err(Gone(ErrorCode::STREAM_CLOSED)),
-        }
+        })
     }
 
     /// Credit the stream has now, less what it has queued.
