@@ -26,7 +26,7 @@ impl Default for DateCache {
 
 impl DateCache {
     /// The IMF-fixdate for now, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-    pub fn now(&mut self) -> &[u8] {
+    pub fn now(&mut self) -> &[u8; 29] {
         self.refresh();
         &self.text
     }

@@ -60,6 +60,20 @@ pub fn field_raw(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     string_raw(out, value);
 }
 
+/// What [`date`] writes: `date`'s name index and length, and the 29 bytes
+/// of an IMF-fixdate.
+pub const DATE_FIELD: usize = 32;
+
+/// The `date` field as [`field_raw`] encodes it, into an array: a head made
+/// per response needs no buffer kept for it. `date` is static index 33
+/// (15, then 33 − 15 in the next byte); 29 fits the length's 7-bit prefix.
+pub fn date(value: &[u8; 29]) -> [u8; DATE_FIELD] {
+    let mut out = [0; DATE_FIELD];
+    out[..3].copy_from_slice(&[0x0f, 33 - 15, 29]);
+    out[3..].copy_from_slice(value);
+    out
+}
+
 /// A dynamic table size update (§6.3).
 pub fn size_update(out: &mut Vec<u8>, size: usize) {
     integer(out, 0x20, 5, size);
@@ -110,6 +124,14 @@ mod tests {
         out.clear();
         integer(&mut out, 0, 8, 42);
         assert_eq!(out, [0x2a]);
+    }
+
+    #[test]
+    fn the_date_array_is_the_raw_field() {
+        let now = b"Sun, 06 Dec 2026 08:49:37 GMT";
+        let mut out = Vec::new();
+        field_raw(&mut out, b"date", now);
+        assert_eq!(&date(now)[..], &out[..]);
     }
 
     #[test]

@@ -63,7 +63,7 @@ use crate::http::h2::{Conn, ErrorCode, Event as H2Event};
 use crate::telemetry::WorkerStats;
 
 pub(crate) use crate::http::h2::PREFACE;
-pub(crate) use io::Prefixed;
+pub(crate) use io::{Prefixed, Shed};
 pub(crate) use tls::Tls;
 
 /// Bytes one read takes from the socket (a TLS record's plaintext, or a

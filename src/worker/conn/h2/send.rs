@@ -36,6 +36,7 @@ use super::shared::Shared;
 use super::wire::{SendResponse, SendStream};
 use crate::app::response::Kind;
 use crate::app::{Body, BodyError};
+use crate::http::h2::hpack::encode;
 use crate::http::h2::ErrorCode;
 use crate::http::Part;
 use crate::sys::iovec::read_at_into;
@@ -391,7 +392,7 @@ pub(super) async fn send_static<H>(
     }
     let id = respond.stream_id();
     let sent = {
-        let date = shared.date_field(ctx.date.borrow_mut().now());
+        let date = encode::date(ctx.date.borrow_mut().now());
         // `:status: 200` is static index 8 (RFC 7541 Appendix A).
         let parts = [&[0x88][..], &fields, &date, shared.alt_svc_field()];
         respond.send_encoded(&parts, bodiless)

@@ -1,10 +1,9 @@
 //! What the streams of one HTTP/2 connection tell it and share: the
 //! output budget's counts (`outbox`), client resets counted against
 //! `--h2-max-resets`, a request to end the connection, and the fields every
-//! response of the connection carries (`alt-svc`, `date`), HPACK-encoded
-//! once.
+//! response of the connection carries (`alt-svc`), HPACK-encoded once.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -29,8 +28,6 @@ pub(super) struct Shared {
     pub(super) alt_svc: Option<http::HeaderValue>,
     /// The same, HPACK-encoded.
     alt_svc_field: Vec<u8>,
-    /// The last `date` value and its encoding.
-    date: RefCell<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Shared {
@@ -43,7 +40,6 @@ impl Shared {
             outbox,
             alt_svc,
             alt_svc_field,
-            date: RefCell::default(),
             resets: Cell::new(None),
             goaway: Cell::new(None),
         }
@@ -52,21 +48,6 @@ impl Shared {
     /// The `alt-svc` field HPACK-encoded (empty without one).
     pub(super) fn alt_svc_field(&self) -> &[u8] {
         &self.alt_svc_field
-    }
-
-    /// The `date` field for `now` (the worker's cached date) HPACK-encoded,
-    /// made again only when the date changed (once a second at most).
-    pub(super) fn date_field(&self, now: &[u8]) -> std::cell::Ref<'_, [u8]> {
-        {
-            let mut d = self.date.borrow_mut();
-            if d.0 != now {
-                d.0.clear();
-                d.0.extend_from_slice(now);
-                d.1.clear();
-                encode::field_raw(&mut d.1, b"date", now);
-            }
-        }
-        std::cell::Ref::map(self.date.borrow(), |d| &d.1[..])
     }
 
     /// Count one client reset; past `max` in [`RESET_WINDOW`], ask for
