@@ -132,6 +132,79 @@ pub enum Error {
 /// Check a Host field value (already OWS-trimmed): `uri-host [ ":" port ]`.
 /// An empty value is valid (RFC 9112 §3.2).
 pub fn validate(value: &[u8]) -> Result<Authority<'_>, Error> {
+    match plain(value) {
+        Some(authority) => Ok(authority),
+        None => full(value),
+    }
+}
+
+/// Whether a byte may appear in a reg-name as it is: unreserved or a
+/// sub-delim other than `,` (RFC 3986 §3.2.2; a comma is a list here).
+const NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b';'
+                    | b'='
+            );
+        b += 1;
+    }
+    t
+};
+
+/// The common value in one pass: a name of [`NAME_BYTE`]s (no brackets,
+/// percent signs or delimiters) and an optional port of at most five
+/// digits, what [`full`] would answer for it. `None` for anything else,
+/// which [`full`] then checks (and names the error of).
+fn plain(value: &[u8]) -> Option<Authority<'_>> {
+    let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
+    let host = &value[..end];
+    let mut digits_and_dots = true;
+    for &b in host {
+        if !NAME_BYTE[usize::from(b)] {
+            return None;
+        }
+        digits_and_dots &= b.is_ascii_digit() || b == b'.';
+    }
+    let port = match value.get(end + 1..) {
+        None | Some([]) => None,
+        Some(digits) if digits.len() <= 5 => {
+            let mut n = 0u32;
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                n = n * 10 + u32::from(d - b'0');
+            }
+            Some(u16::try_from(n).ok()?)
+        }
+        Some(_) => return None,
+    };
+    let name = match digits_and_dots.then(|| ipv4(host)).flatten() {
+        Some(addr) => Name::Ipv4(addr),
+        None => Name::RegName(host),
+    };
+    Some(Authority { name, port })
+}
+
+/// Every rule, in steps: delimiters, the name (an IP-literal, IPv4 or a
+/// reg-name with percent-encodings), the port.
+fn full(value: &[u8]) -> Result<Authority<'_>, Error> {
     scan_delimiters(value)?;
 
     let (name, rest) = if value.first() == Some(&b'[') {
@@ -312,12 +385,16 @@ fn h16(part: &[u8]) -> Option<u16> {
 /// leading zero (`01` is not one).
 fn ipv4(text: &[u8]) -> Option<Ipv4Addr> {
     let mut octets = [0u8; 4];
-    let mut parts = text.split(|&b| b == b'.');
-    for octet in &mut octets {
-        *octet = dec_octet(parts.next()?)?;
-    }
-    if parts.next().is_some() {
-        return None;
+    let mut rest = text;
+    for (i, octet) in octets.iter_mut().enumerate() {
+        let end = rest.iter().position(|&b| b == b'.').unwrap_or(rest.len());
+        *octet = dec_octet(&rest[..end])?;
+        // Three dots exactly: one after each of the first three octets.
+        match (i, rest.get(end + 1..)) {
+            (3, None) => {}
+            (3, Some(_)) | (_, None) => return None,
+            (_, Some(next)) => rest = next,
+        }
     }
     Some(Ipv4Addr::from(octets))
 }

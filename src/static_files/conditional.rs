@@ -50,6 +50,15 @@ pub(crate) enum Precondition {
 
 /// Evaluates the preconditions in RFC 9110 §13.2.2 order.
 pub(crate) fn evaluate(headers: &Headers<'_>, validators: &Validators<'_>) -> Precondition {
+    // Most requests carry no precondition: nothing to parse or compare.
+    if headers.if_match.is_none()
+        && headers.if_none_match.is_none()
+        && headers.if_modified_since.is_none()
+        && headers.if_unmodified_since.is_none()
+        && headers.if_range.is_none()
+    {
+        return Precondition::Proceed { honor_range: true };
+    }
     let current = EntityTag::parse(validators.etag.as_bytes());
     let modified = unix_seconds(validators.last_modified);
 

@@ -195,19 +195,28 @@ impl Files {
     }
 
     fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
-        // 1. resolve
-        let resolved = uri_path::resolve(head.path())?;
-        if !self.config.dotfiles && resolved.has_dotfile() {
-            return Err(Error::NotFound);
-        }
-        let mut key = resolved.relative_path();
-        if resolved.trailing_slash && !key.is_empty() {
-            key.push('/');
-        }
+        // 1. resolve (a plain path is its own key)
+        let key: std::borrow::Cow<'_, str> = match uri_path::plain(head.path()) {
+            Some(key) => key.into(),
+            None => {
+                let resolved = uri_path::resolve(head.path())?;
+                if !self.config.dotfiles && resolved.has_dotfile() {
+                    return Err(Error::NotFound);
+                }
+                let mut key = resolved.relative_path();
+                if resolved.trailing_slash && !key.is_empty() {
+                    key.push('/');
+                }
+                key.into()
+            }
+        };
         // 2. lookup
         let entry = match self.lookup(&key, head)? {
             Found::File(e) => e,
-            Found::Redirect => return Ok(self.ruled(redirect_to_slash(&resolved, head), head)),
+            Found::Redirect => {
+                let resolved = uri_path::resolve(head.path())?;
+                return Ok(self.ruled(redirect_to_slash(&resolved, head), head));
+            }
             Found::Listing(r) => return Ok(self.ruled(r, head)),
         };
         // 3. encoding
@@ -298,15 +307,34 @@ impl Files {
         etag: &str,
         last_modified: SystemTime,
     ) -> conditional::Precondition {
+        // One pass over the fields for the five (a name of RFC 9110 §13.1
+        // starts with `if-`; most requests have none).
+        let mut h = conditional::Headers {
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            if_range: None,
+            method_is_get_or_head: true,
+        };
+        for &(name, value) in &head.headers {
+            let name = name.as_bytes();
+            if name.len() < 5 || !name[..3].eq_ignore_ascii_case(b"if-") {
+                continue;
+            }
+            let slot = match &name[3..] {
+                n if n.eq_ignore_ascii_case(b"match") => &mut h.if_match,
+                n if n.eq_ignore_ascii_case(b"none-match") => &mut h.if_none_match,
+                n if n.eq_ignore_ascii_case(b"modified-since") => &mut h.if_modified_since,
+                n if n.eq_ignore_ascii_case(b"unmodified-since") => &mut h.if_unmodified_since,
+                n if n.eq_ignore_ascii_case(b"range") => &mut h.if_range,
+                _ => continue,
+            };
+            // The first of each, as `Head::header` finds it.
+            slot.get_or_insert(value);
+        }
         conditional::evaluate(
-            &conditional::Headers {
-                if_match: head.header("if-match"),
-                if_none_match: head.header("if-none-match"),
-                if_modified_since: head.header("if-modified-since"),
-                if_unmodified_since: head.header("if-unmodified-since"),
-                if_range: head.header("if-range"),
-                method_is_get_or_head: true,
-            },
+            &h,
             &conditional::Validators {
                 etag,
                 last_modified,

@@ -69,6 +69,30 @@ impl Resolved {
     }
 }
 
+/// The common path whose resolution is itself: `/`-rooted, printable ASCII
+/// without `%` or `\\`, no empty segment but a last one (`/dir/`), and no
+/// segment starting with `.` (no dot segment, no dotfile). Its key (what
+/// [`Resolved::relative_path`] and a trailing `/` would make) is the path
+/// without its leading `/`, with no decoding and no allocation; `None`
+/// sends the path to [`resolve`].
+pub(crate) fn plain(target_path: &[u8]) -> Option<&str> {
+    let rest = target_path.strip_prefix(b"/")?;
+    let mut after_slash = true;
+    for &b in rest {
+        let ok = match b {
+            b'/' => !after_slash,
+            b'.' => !after_slash,
+            b'%' | b'\\' => false,
+            _ => b.is_ascii_graphic(),
+        };
+        if !ok {
+            return None;
+        }
+        after_slash = b == b'/';
+    }
+    std::str::from_utf8(rest).ok()
+}
+
 /// Turns the path part of a request target (before `?`) into a [`Resolved`] relative path.
 pub(crate) fn resolve(target_path: &[u8]) -> Result<Resolved, PathError> {
     if target_path.first() != Some(&b'/') {
@@ -141,6 +165,65 @@ fn hex_value(digit: u8) -> Option<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_plain_path_is_its_own_key() {
+        for path in [
+            &b"/"[..],
+            b"/a",
+            b"/dir/",
+            b"/css/site.css",
+            b"/a-b_c~d!$&'()*+,;=:@/x",
+        ] {
+            let key = plain(path).expect("plain");
+            let r = resolve(path).unwrap();
+            let mut want = r.relative_path();
+            if r.trailing_slash && !want.is_empty() {
+                want.push('/');
+            }
+            assert_eq!(key, want, "{:?}", String::from_utf8_lossy(path));
+            assert!(!r.has_dotfile());
+        }
+        for path in [
+            &b""[..],
+            b"a",
+            b"//",
+            b"/a//b",
+            b"/.",
+            b"/..",
+            b"/a/../b",
+            b"/.env",
+            b"/a/.git/x",
+            b"/%41",
+            b"/a\\b",
+            b"/a b",
+            b"/\xc3\xa9",
+            b"/a\x00",
+        ] {
+            assert_eq!(plain(path), None, "{:?}", String::from_utf8_lossy(path));
+        }
+    }
+
+    proptest::proptest! {
+        /// Wherever the fast path answers, `resolve` agrees.
+        #[test]
+        fn plain_agrees_with_resolve(
+            path in proptest::collection::vec(
+                proptest::sample::select(b"/./a.%2e\\ \x00\xff".to_vec()),
+                0..16,
+            )
+        ) {
+            if let Some(key) = plain(&path) {
+                let r = resolve(&path).expect("a plain path resolves");
+                let mut want = r.relative_path();
+                if r.trailing_slash && !want.is_empty() {
+                    want.push('/');
+                }
+                proptest::prop_assert_eq!(key, want);
+                proptest::prop_assert!(!r.has_dotfile());
+            }
+        }
+    }
+
     use super::*;
 
     fn segments(path: &str) -> Vec<String> {

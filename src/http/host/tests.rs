@@ -311,3 +311,47 @@ fn errors_name_the_offending_byte() {
         "IP literal is not a valid IPv6address"
     );
 }
+
+proptest::proptest! {
+    /// The one-pass check answers as the full one wherever it answers, for
+    /// values of the bytes that matter (digits, dots, colons, brackets,
+    /// percent signs, delimiters, letters and a few others).
+    #[test]
+    fn the_plain_check_agrees_with_the_full_one(
+        value in proptest::collection::vec(
+            proptest::sample::select(b"0123456789.:.:[]%@/?#,aZ-_~!;=x\x7f \xff".to_vec()),
+            0..24,
+        )
+    ) {
+        if let Some(a) = plain(&value) {
+            proptest::prop_assert_eq!(Ok(a), full(&value));
+        }
+    }
+
+    /// Dotted digits: IPv4 exactly where the full check says so.
+    #[test]
+    fn dotted_digits_agree(parts in proptest::collection::vec(0u32..400, 1..6), port in proptest::option::of(0u32..70000)) {
+        let mut value = parts.iter().map(u32::to_string).collect::<Vec<_>>().join(".");
+        if let Some(p) = port {
+            value.push_str(&format!(":{p}"));
+        }
+        proptest::prop_assert_eq!(validate(value.as_bytes()), full(value.as_bytes()));
+    }
+}
+
+#[test]
+fn ipv4_needs_four_octets_exactly() {
+    assert_eq!(ipv4(b"1.2.3.4"), Some(Ipv4Addr::new(1, 2, 3, 4)));
+    for bad in [
+        &b"1.2.3"[..],
+        b"1.2.3.4.",
+        b"1.2.3.4.5",
+        b".1.2.3",
+        b"1..2.3",
+        b"256.1.1.1",
+        b"01.1.1.1",
+        b"",
+    ] {
+        assert_eq!(ipv4(bad), None, "{:?}", String::from_utf8_lossy(bad));
+    }
+}
