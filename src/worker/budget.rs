@@ -146,7 +146,6 @@ impl ConnBudget {
             self.leave(ticket);
             return Poll::Ready(0);
         }
-        let least = want.min(SLICE_BYTES);
         let first = {
             let queue = self.queue.borrow();
             match (queue.front(), ticket.0) {
@@ -155,6 +154,33 @@ impl ConnBudget {
                 (Some(_), None) => false,
             }
         };
+        match self.grant(first, want) {
+            Some(n) => {
+                self.leave(ticket);
+                Poll::Ready(n)
+            }
+            None => {
+                self.enqueue(cx, ticket);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Take what [`ConnBudget::poll_take`] would grant now to a request
+    /// with no place in the queue, if anything: `None` when others wait
+    /// or there is no room (the caller then waits its turn with
+    /// `poll_take`). An answer made at once needs no waker for this.
+    pub(crate) fn try_take(&self, want: usize) -> Option<usize> {
+        if want == 0 {
+            return Some(0);
+        }
+        let first = self.queue.borrow().is_empty();
+        self.grant(first, want)
+    }
+
+    /// The grant for `want` if the request is `first` in line, taken.
+    fn grant(&self, first: bool, want: usize) -> Option<usize> {
+        let least = want.min(SLICE_BYTES);
         let held = self.held.get();
         let room = self.limit.saturating_sub(held);
         let grant = if !first || room < least {
@@ -174,19 +200,11 @@ impl ConnBudget {
             // Within the worker's room too, but never below a slice.
             Some(want.min(room).min(self.worker.room().max(least)))
         };
-        match grant {
-            Some(n) => {
-                self.counted.set(false);
-                self.held.set(held + n);
-                self.worker.take(n);
-                self.leave(ticket);
-                Poll::Ready(n)
-            }
-            None => {
-                self.enqueue(cx, ticket);
-                Poll::Pending
-            }
-        }
+        let n = grant?;
+        self.counted.set(false);
+        self.held.set(held + n);
+        self.worker.take(n);
+        Some(n)
     }
 
     /// Join the queue, or refresh the waker of the place held.

@@ -149,7 +149,7 @@ fn no_streams<'a, H, F>(
         stream::Incoming<'_>,
         wire::SendResponse,
         Connection,
-    ) -> F,
+    ) -> Option<F>,
 ) -> Option<FuturesUnordered<F>>
 where
     H: 'a,
@@ -298,9 +298,12 @@ pub(crate) async fn serve<H, T>(
                             let respond = wire::SendResponse::new(id, wire.clone());
                             let recv = wire::RecvStream::new(id, wire.clone());
                             let incoming = stream::Incoming::Request(&mut head, recv);
-                            streams
-                                .get_or_insert_with(FuturesUnordered::new)
-                                .push(stream::answer(ctx, &shared, incoming, respond, facts));
+                            let answer = stream::answer(ctx, &shared, incoming, respond, facts);
+                            if let Some(answer) = answer {
+                                streams
+                                    .get_or_insert_with(FuturesUnordered::new)
+                                    .push(answer);
+                            }
                             wire.conn.borrow_mut().recycle(head.fields);
                             accepted = true;
                         }
@@ -309,9 +312,12 @@ pub(crate) async fn serve<H, T>(
                             let respond = wire::SendResponse::new(id, wire.clone());
                             let recv = wire::RecvStream::new(id, wire.clone());
                             let incoming = stream::Incoming::TooLarge(recv);
-                            streams
-                                .get_or_insert_with(FuturesUnordered::new)
-                                .push(stream::answer(ctx, &shared, incoming, respond, facts));
+                            let answer = stream::answer(ctx, &shared, incoming, respond, facts);
+                            if let Some(answer) = answer {
+                                streams
+                                    .get_or_insert_with(FuturesUnordered::new)
+                                    .push(answer);
+                            }
                             accepted = true;
                         }
                         Some(H2Event::GoAway { .. }) => peer_goaway = true,

@@ -74,6 +74,19 @@ impl Outbox {
         want: usize,
     ) -> Poll<usize> {
         let n = std::task::ready!(self.budget.poll_take(cx, ticket, want));
+        self.granted(id, n);
+        Poll::Ready(n)
+    }
+
+    /// What `poll_take` would grant stream `id` at once with no place in
+    /// line (see `ConnBudget::try_take`), or `None`.
+    pub(super) fn try_take(&self, id: u32, want: usize) -> Option<usize> {
+        let n = self.budget.try_take(want)?;
+        self.granted(id, n);
+        Some(n)
+    }
+
+    fn granted(&self, id: u32, n: usize) {
         if n > 0 {
             let mut streams = self.streams.borrow_mut();
             let e = streams.entry(id).or_insert(Entry {
@@ -82,7 +95,6 @@ impl Outbox {
             });
             e.unsent += n;
         }
-        Poll::Ready(n)
     }
 
     /// `n` granted bytes of stream `id` were handed over.

@@ -325,22 +325,40 @@ pub(super) async fn send<H>(
 
 /// Send a body of `kind` through `out`.
 async fn send_kind(
-    mut out: Out<'_>,
+    out: Out<'_>,
     kind: Kind,
     failed: Option<&Cell<Option<BodyError>>>,
     tally: Option<&Tally>,
 ) -> Result<(), Gone> {
-    match kind {
-        Kind::Empty => out.end(),
-        Kind::Bytes(b) if b.len() <= out.banked => {
-            out.banked -= b.len();
-            out.hand(b, true, tally)
-        }
+    match send_now(out, kind, tally) {
+        Ok(sent) => sent,
         // Boxed: a small answer's future (the one every stream carries,
         // waiting streams included) stays small. The static files' pieces
         // alone: theirs is the one every large download keeps.
-        Kind::Pieces(pieces) => Box::pin(send_pieces(out, pieces, tally)).await,
-        kind => Box::pin(send_body(out, kind, failed, tally)).await,
+        Err((out, Kind::Pieces(pieces))) => Box::pin(send_pieces(out, pieces, tally)).await,
+        Err((out, kind)) => Box::pin(send_body(out, kind, failed, tally)).await,
+    }
+}
+
+/// Send a body that needs no wait (none, or bytes within the grant taken
+/// before the head); any other is given back.
+#[allow(clippy::result_large_err)]
+fn send_now<'a>(
+    out: Out<'a>,
+    kind: Kind,
+    tally: Option<&Tally>,
+) -> Result<Result<(), Gone>, (Out<'a>, Kind)> {
+    match kind {
+        Kind::Empty => {
+            let mut out = out;
+            Ok(out.end())
+        }
+        Kind::Bytes(b) if b.len() <= out.banked => {
+            let mut out = out;
+            out.banked -= b.len();
+            Ok(out.hand(b, true, tally))
+        }
+        kind => Err((out, kind)),
     }
 }
 
@@ -358,7 +376,6 @@ pub(super) async fn send_static<H>(
     tally: Option<&Tally>,
     banked: usize,
 ) -> Result<(), Gone> {
-    let outbox = &*shared.outbox;
     let prebuilt = match &resp.fields {
         crate::http::Fields::Prebuilt(block) if resp.status == crate::http::Status::OK => {
             Some(block)
@@ -383,9 +400,70 @@ pub(super) async fn send_static<H>(
         );
         return Box::pin(sent).await;
     };
-    let fields = block.hpack(heads::hpack).clone();
     let body = crate::app::Body::from_static(resp.body);
-    let bodiless = head_only || body.len() == Some(0);
+    match static_head(ctx, shared, respond, block, body.len(), head_only, tally, banked)? {
+        Some(out) => send_kind(out, body.kind, None, tally).await,
+        None => Ok(()),
+    }
+}
+
+/// Answer a response the static files made at once, with no future, when
+/// nothing in it can wait: a prebuilt head of 200 and a body of bytes
+/// within `banked`, the stream's first grant (or none). Any other comes
+/// back untouched, for [`send_static`].
+#[allow(clippy::result_large_err)]
+pub(super) fn send_static_now<H>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    respond: &mut SendResponse,
+    resp: crate::http::Response,
+    head_only: bool,
+    tally: Option<&Tally>,
+    banked: usize,
+) -> Result<Result<(), Gone>, crate::http::Response> {
+    let now = match &resp.body {
+        crate::http::Body::Empty => true,
+        crate::http::Body::Bytes(b) => head_only || b.len() <= banked,
+        _ => false,
+    };
+    let (block, body) = match resp {
+        crate::http::Response {
+            status: crate::http::Status::OK,
+            fields: crate::http::Fields::Prebuilt(block),
+            body,
+        } if now => (block, body),
+        resp => return Err(resp),
+    };
+    let body = crate::app::Body::from_static(body);
+    let len = body.len();
+    let out = match static_head(ctx, shared, respond, &block, len, head_only, tally, banked) {
+        Ok(Some(out)) => out,
+        Ok(None) => return Ok(Ok(())),
+        Err(gone) => return Ok(Err(gone)),
+    };
+    Ok(match send_now(out, body.kind, tally) {
+        Ok(sent) => sent,
+        // Not reached: the body was checked to fit.
+        Err((mut out, _)) => Err(out.cut(ErrorCode::INTERNAL_ERROR)),
+    })
+}
+
+/// A static response's head from its prebuilt HPACK bytes, sent; what
+/// sends its body after it (`None`: it has none).
+#[allow(clippy::too_many_arguments)]
+fn static_head<'s, H>(
+    ctx: &Ctx<H>,
+    shared: &'s Shared,
+    respond: &mut SendResponse,
+    block: &crate::http::response::HeadBlock,
+    len: Option<u64>,
+    head_only: bool,
+    tally: Option<&Tally>,
+    banked: usize,
+) -> Result<Option<Out<'s>>, Gone> {
+    let outbox = &*shared.outbox;
+    let fields = block.hpack(heads::hpack).clone();
+    let bodiless = head_only || len == Some(0);
     ctx.stats.response(Protocol::Http2, 200);
     if let Some(t) = tally {
         t.status.set(200);
@@ -402,10 +480,9 @@ pub(super) async fn send_static<H>(
         return Err(Gone::Reset);
     };
     if bodiless {
-        return Ok(());
+        return Ok(None);
     }
-    let out = Out::new(out, outbox, ctx.settings.send_timeout, banked);
-    send_kind(out, body.kind, None, tally).await
+    Ok(Some(Out::new(out, outbox, ctx.settings.send_timeout, banked)))
 }
 
 /// The first grant a response needs: none without a body, else its first

@@ -60,14 +60,16 @@ pub(super) enum Incoming<'h> {
 ///
 /// Not an `async fn`: the request's fields are read here and dropped, so a
 /// stream that waits for its turn in the output budget holds only its
-/// response (every never-reading client's streams wait so).
+/// response (every never-reading client's streams wait so). A static
+/// answer that can go at once goes here, with no future made, moved into
+/// the connection's set of streams or polled (`reply_now`): `None`.
 pub(super) fn answer<'a, H: Service>(
     ctx: &'a Ctx<H>,
     shared: &'a Shared,
     incoming: Incoming<'_>,
     respond: SendResponse,
     facts: Connection,
-) -> Either<impl Future<Output = ()> + 'a, Pin<Box<impl Future<Output = ()> + 'a>>> {
+) -> Option<Either<impl Future<Output = ()> + 'a, Pin<Box<impl Future<Output = ()> + 'a>>>> {
     let refuse_with = |refusal: Refusal, recv: Option<RecvStream>, logged| Reply {
         response: on_error(&refusal),
         close: false,
@@ -84,13 +86,13 @@ pub(super) fn answer<'a, H: Service>(
             let limit = ctx.settings.http2.max_header_list_bytes;
             let refusal = Refusal::Parse(ParseError::HeadTooLarge { limit });
             let r = refuse_with(refusal, (!recv.is_end_stream()).then_some(recv), None);
-            return Either::Left(reply(ctx, shared, respond, r));
+            return Some(Either::Left(reply(ctx, shared, respond, r)));
         }
     };
     let Ok(view) = head::view(head) else {
         ctx.stats.request(Protocol::Http2);
         let r = refuse_with(Refusal::Unrepresentable, None, None);
-        return Either::Left(reply(ctx, shared, respond, r));
+        return Some(Either::Left(reply(ctx, shared, respond, r)));
     };
     // Boxed, and only with a log: every stream's future stays small.
     let logged = ctx.log.as_ref().map(|log| {
@@ -121,7 +123,7 @@ pub(super) fn answer<'a, H: Service>(
         drop(recv);
         let mut r = refuse_with(refusal, None, logged);
         r.head_only = head_only;
-        return Either::Left(reply(ctx, shared, respond, r));
+        return Some(Either::Left(reply(ctx, shared, respond, r)));
     }
     if H::BORROWS_HEADS {
         let answer = dispatch::respond_to_head(ctx, &view, &facts, Protocol::Http2);
@@ -135,7 +137,10 @@ pub(super) fn answer<'a, H: Service>(
                 logged,
                 refused: false,
             };
-            return Either::Left(reply(ctx, shared, respond, r));
+            return match reply_now(ctx, shared, respond, r) {
+                Ok(()) => None,
+                Err((respond, r)) => Some(Either::Left(reply(ctx, shared, respond, r))),
+            };
         }
     }
     drop(view);
@@ -143,11 +148,64 @@ pub(super) fn answer<'a, H: Service>(
         ctx.stats.request(Protocol::Http2);
         let mut r = refuse_with(Refusal::Unrepresentable, None, logged);
         r.head_only = head_only;
-        return Either::Left(reply(ctx, shared, respond, r));
+        return Some(Either::Left(reply(ctx, shared, respond, r)));
     };
-    Either::Right(Box::pin(call(
+    Some(Either::Right(Box::pin(call(
         ctx, shared, parts, recv, respond, facts, logged,
-    )))
+    ))))
+}
+
+/// Send a response made from the request's head at once, when nothing in
+/// it waits: no request body to discard, no close, its first grant free
+/// in the output budget with no stream before it in line, and a body
+/// that fits that grant (`send::send_static_now`). The rest comes back
+/// for [`reply`]. Most requests for a cached file end here: no future is
+/// built, moved or polled for them.
+#[allow(clippy::result_large_err)]
+fn reply_now<'a, H>(
+    ctx: &Ctx<H>,
+    shared: &Shared,
+    mut respond: SendResponse,
+    r: Reply<'a>,
+) -> Result<(), (SendResponse, Reply<'a>)> {
+    if r.recv.is_some() || r.close {
+        return Err((respond, r));
+    }
+    let len = Some(r.response.body.len());
+    let want = send::first_want(r.response.status.code(), r.head_only, len);
+    let Some(banked) = shared.outbox.try_take(respond.stream_id(), want) else {
+        return Err((respond, r));
+    };
+    let Reply {
+        response,
+        head_only,
+        logged,
+        refused,
+        ..
+    } = r;
+    let tally = logged.as_deref().map(|l| &l.tally);
+    let sent = send::send_static_now(ctx, shared, &mut respond, response, head_only, tally, banked);
+    match sent {
+        Ok(Err(Gone::Reset)) if !refused => {
+            shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
+        }
+        Ok(_) => {}
+        Err(response) => {
+            // Not a response that goes at once: its grant goes back, and
+            // it waits its turn as any other.
+            shared.outbox.unused(respond.stream_id(), banked);
+            let r = Reply {
+                response,
+                close: false,
+                head_only,
+                recv: None,
+                logged,
+                refused,
+            };
+            return Err((respond, r));
+        }
+    }
+    Ok(())
 }
 
 /// A response made from the request's head, and what sending it needs.
