@@ -197,7 +197,9 @@ impl Files {
             }
             return Err(Error::NotFound);
         }
-        if !meta.is_file() {
+        // A file is not a directory: `/index.html/` is 404 (as nginx
+        // answers), or a page's relative links would resolve beneath it.
+        if !meta.is_file() || trailing {
             return Err(Error::NotFound);
         }
         drop(file);

@@ -21,10 +21,12 @@
 //!    and of the connection).
 //! 3. One task does a pass at a time: it polls every open stream's answer
 //!    (`stream::answer`), reads what the socket has into `Conn::recv` (events
-//!    go to `wire`, new requests become answers), frames what the answers
-//!    queued (`Wire::frame_queued`) and writes the pass's output in one
-//!    gathered write (`io::Writer`). Streams never outlive their connection,
-//!    and no stream is a task of its own.
+//!    go to `wire`, new requests become answers; a cached file's that needs
+//!    no wait is sent as the request is taken, with no future), frames what
+//!    the answers queued (`Wire::frame_queued`) and writes the pass's output
+//!    in one gathered write (`io::Writer`). Streams never outlive their
+//!    connection, and no stream is a task of its own; the connection is one
+//!    (spawned by `conn::serve_h2`).
 //! 4. The connection ends with GOAWAY: on a drain (graceful: the last stream
 //!    id after a PING, its streams finished within the drain deadline),
 //!    after a service panic (once the other streams finish), after

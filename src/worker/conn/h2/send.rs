@@ -401,7 +401,16 @@ pub(super) async fn send_static<H>(
         return Box::pin(sent).await;
     };
     let body = crate::app::Body::from_static(resp.body);
-    match static_head(ctx, shared, respond, block, body.len(), head_only, tally, banked)? {
+    match static_head(
+        ctx,
+        shared,
+        respond,
+        block,
+        body.len(),
+        head_only,
+        tally,
+        banked,
+    )? {
         Some(out) => send_kind(out, body.kind, None, tally).await,
         None => Ok(()),
     }
@@ -482,7 +491,12 @@ fn static_head<'s, H>(
     if bodiless {
         return Ok(None);
     }
-    Ok(Some(Out::new(out, outbox, ctx.settings.send_timeout, banked)))
+    Ok(Some(Out::new(
+        out,
+        outbox,
+        ctx.settings.send_timeout,
+        banked,
+    )))
 }
 
 /// The first grant a response needs: none without a body, else its first

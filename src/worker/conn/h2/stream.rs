@@ -184,7 +184,15 @@ fn reply_now<'a, H>(
         ..
     } = r;
     let tally = logged.as_deref().map(|l| &l.tally);
-    let sent = send::send_static_now(ctx, shared, &mut respond, response, head_only, tally, banked);
+    let sent = send::send_static_now(
+        ctx,
+        shared,
+        &mut respond,
+        response,
+        head_only,
+        tally,
+        banked,
+    );
     match sent {
         Ok(Err(Gone::Reset)) if !refused => {
             shared.reset_by_client(&ctx.stats, ctx.settings.http2.max_resets);
