@@ -144,8 +144,8 @@ impl Both {
 
 // ------------------------------------------------------------------ bodies
 
-/// A small (in-memory) and a big (from the file) GET, a missing file, and
-/// the bytes are the file's.
+/// A small (in-memory) and a big (from the file) GET, a missing file, a
+/// file named with a trailing slash, and the bytes are the file's.
 fn files_answer_the_same(driver: &str) {
     let site = Site::new();
     let mut both = Both::start(&site, driver);
@@ -157,6 +157,14 @@ fn files_answer_the_same(driver: &str) {
     }
     let (_, h2) = both.same(&Exchange::get("/missing.txt"));
     assert_eq!(h2.status, 404);
+    // A file is not a directory: with a trailing slash it is 404 (nginx's
+    // answer), before and after it is cached; a directory's index is not.
+    for path in ["/small.txt/", "/big.bin/", "/assets/app.js/", "/small.txt/"] {
+        let (_, h2) = both.same(&Exchange::get(path));
+        assert_eq!(h2.status, 404, "{path}");
+    }
+    let (_, h2) = both.same(&Exchange::get("/dir/"));
+    assert_eq!(h2.status, 200, "/dir/");
 }
 
 /// HEAD: the GET's fields, `content-length` the file's, and over HTTP/2 no
