@@ -109,6 +109,8 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         dotfiles: c.dotfiles == Dotfiles::Allow,
         index: c.index.clone(),
         autoindex: c.autoindex,
+        fallback: c.fallback.clone(),
+        fallback_files: c.fallback_files,
         cache_control: c.cache_control.clone(),
         rules: c.headers.clone(),
         file_cache_ttl: c.file_cache_ttl,
@@ -151,6 +153,31 @@ pub(crate) fn index_names(field: Field, names: Vec<String>) -> Result<Vec<String
         }
     }
     Ok(names)
+}
+
+/// `--fallback`: a file's path from the root (`/index.html`), as a request
+/// would name it: no query, no dot segment, no hidden segment, no trailing
+/// slash (a directory's index is named by its file).
+pub(crate) fn fallback(field: Field, v: String) -> Result<String, Error> {
+    let fix = "give a file's path from the root, like /index.html";
+    if !v.starts_with('/') || v.contains('?') || v.contains('#') {
+        return Err(field.invalid(format!("{v:?} is not a path from the root; {fix}")));
+    }
+    match crate::static_files::uri_path::resolve(v.as_bytes()) {
+        Ok(r) if r.trailing_slash => Err(field.invalid(format!(
+            "{v:?} names a directory; {fix} (a directory's index by its file name)"
+        ))),
+        Ok(r) if r.has_dotfile() => Err(field.invalid(format!(
+            "{v:?} has a hidden segment (starting with .); {fix}"
+        ))),
+        Ok(r) if r.relative_path() != v[1..] => Err(field.invalid(format!(
+            "{v:?} is not written plainly (dot segments, empty segments or escapes); \
+             write it as /{}",
+            r.relative_path()
+        ))),
+        Ok(_) => Ok(v),
+        Err(e) => Err(field.invalid(format!("{v:?}: {e}; {fix}"))),
+    }
 }
 
 /// `--cache-control`: a header field value.
@@ -263,6 +290,34 @@ mod tests {
             err(rule("/x", "X", "a\r\nb")),
             "headers.set: \"a\\r\\nb\" contains a line break or NUL"
         );
+    }
+
+    #[test]
+    fn a_fallback_is_a_plain_path_to_a_file() {
+        let with = |v: &str| RawConfig {
+            fallback: Some(v.into()),
+            ..raw()
+        };
+        let c = crate::config::tests::ok(with("/index.html"));
+        assert_eq!(c.files.fallback.as_deref(), Some("/index.html"));
+        assert!(!c.files.fallback_files);
+        let c = crate::config::tests::ok(with("/app/shell.html"));
+        assert_eq!(c.files.fallback.as_deref(), Some("/app/shell.html"));
+        for (v, why) in [
+            ("index.html", "is not a path from the root"),
+            ("/index.html?x=1", "is not a path from the root"),
+            ("/", "names a directory"),
+            ("/app/", "names a directory"),
+            ("/.hidden/index.html", "has a hidden segment"),
+            ("/a/../index.html", "is not written plainly"),
+            ("//index.html", "is not written plainly"),
+            ("/%69ndex.html", "is not written plainly"),
+            ("/../index.html", "climbs above the root"),
+        ] {
+            let e = err(with(v));
+            assert!(e.starts_with("--fallback: "), "{v}: {e}");
+            assert!(e.contains(why), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -196,6 +196,17 @@ settings! {
         autoindex: bool => bool = as_is,
             per site Option<bool>, shown |f| f.autoindex,
             shown |c| c.files.autoindex;
+        /// Answer missing paths with this file (a single-page app's `/index.html`), 200.
+        #[arg(long, value_name = "PATH")]
+        fallback: Option<String> => Option<String> = optional(files::fallback),
+            per site Option<String>, shown |f| f.fallback,
+            shown |c| c.files.fallback;
+        /// Use `--fallback` for missing paths that look like files (`/app.js`) too.
+        #[arg(long, action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        fallback_files: bool => bool = as_is,
+            per site Option<bool>, shown |f| f.fallback_files,
+            shown |c| c.files.fallback_files;
         /// `Cache-Control` value sent with every file response.
         #[arg(long, value_name = "VALUE")]
         cache_control: Option<String> => Option<String> = optional(files::cache_control),

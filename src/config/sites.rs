@@ -408,6 +408,7 @@ mod tests {
         let text = "[[site]]\nhosts = [\"a.test\"]\nindex = [\"home.htm\"]\n\
                     autoindex = true\ncache_control = \"no-store\"\nsymlinks = \"never\"\n\
                     dotfiles = \"allow\"\ncompress = \"off\"\n\
+                    fallback = \"/app.html\"\nfallback_files = true\n\
                     [[site.headers]]\nmatch = \"/**\"\nset = { X-Site = \"a\" }\n\
                     [[site]]\nhosts = [\"b.test\"]\n";
         let c = ok(RawConfig {
@@ -418,6 +419,8 @@ mod tests {
         assert_eq!(a.index, ["home.htm"]);
         assert!(a.autoindex && a.dotfiles && a.compression.is_none());
         assert_eq!(a.cache_control.as_deref(), Some("no-store"));
+        assert_eq!(a.fallback.as_deref(), Some("/app.html"));
+        assert!(a.fallback_files);
         assert_eq!(a.symlinks, crate::config::Symlinks::Never);
         assert_eq!(a.rules.len(), 1);
         // The other site keeps the top level's.

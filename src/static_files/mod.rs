@@ -39,7 +39,7 @@ mod conditional;
 mod encoding;
 mod range;
 mod settings;
-mod uri_path;
+pub(crate) mod uri_path;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -210,8 +210,12 @@ impl Files {
                 key.into()
             }
         };
-        // 2. lookup
-        let entry = match self.lookup(&key, head)? {
+        // 2. lookup (a missing path: the fallback, if one is set)
+        let found = match self.lookup(&key, head) {
+            Err(Error::NotFound) => self.fallback(head).ok_or(Error::NotFound)?,
+            found => found?,
+        };
+        let entry = match found {
             Found::File(e) => e,
             Found::Redirect => {
                 let resolved = uri_path::resolve(head.path())?;
@@ -298,6 +302,25 @@ impl Files {
             }
         }
         Chosen::of(&entry.reps[0])
+    }
+
+    /// `--fallback`'s file for a GET or HEAD of a missing path, unless the
+    /// path looks like a file's (a `.` in its last segment) and
+    /// `--fallback-files` is off. `None` without one, or when the fallback
+    /// is missing too: then 404 (a fallback never falls back).
+    fn fallback(&self, head: &Head<'_>) -> Option<Found> {
+        let path = self.config.fallback.as_deref()?;
+        if !matches!(head.method, Method::Get | Method::Head) {
+            return None;
+        }
+        if !self.config.fallback_files && looks_like_file(head.path()) {
+            return None;
+        }
+        // Validated plain (`config::files::fallback`): its key is itself.
+        match self.lookup(&path[1..], head) {
+            Ok(found @ Found::File(_)) => Some(found),
+            _ => None,
+        }
     }
 
     /// Step 4 for a representation with `etag`.
@@ -491,6 +514,16 @@ impl Files {
             ),
             Method::Other => self.ruled(on_error(&Refusal::MethodNotAllowed), head),
         }
+    }
+}
+
+/// Whether a request's path names a file by its look: its last decoded
+/// segment holds a `.` (`/app.js`, `/img/logo.png`), not a route of an app
+/// (`/users/42`, `/about/`). A path that does not resolve is not routed.
+fn looks_like_file(path: &[u8]) -> bool {
+    match uri_path::resolve(path) {
+        Ok(r) => !r.trailing_slash && r.segments.last().is_some_and(|s| s.contains('.')),
+        Err(_) => true,
     }
 }
 

@@ -34,6 +34,12 @@ pub struct FilesConfig {
     pub dotfiles: bool,
     pub index: Vec<String>,
     pub autoindex: bool,
+    /// The file (its path from the root, `/index.html`) that answers a GET
+    /// or HEAD of a missing path, as a single-page app's router expects.
+    pub fallback: Option<String>,
+    /// The fallback answers missing paths that look like files (a `.` in
+    /// their last segment) too; else those stay 404.
+    pub fallback_files: bool,
     pub cache_control: Option<String>,
     pub rules: Vec<HeaderRule>,
     pub file_cache_ttl: Duration,

@@ -1,0 +1,152 @@
+//! `--fallback` (a single-page app's shell for a missing path) answers the
+//! same over HTTP/1.1 and HTTP/2: each case asks the real binary on a new
+//! HTTP/1.1 connection and on one h2c connection, and the two answers must
+//! be the same `View` (`common::h2::assert_same`). Both drivers
+//! (`driver_tests!` at the bottom).
+//!
+//! The app's root: `index.html` (the shell, with a `[[headers]]` rule of
+//! its own path), `assets/app.js`, and `docs/guide/index.html` (a
+//! directory with an index, which comes before the fallback).
+
+use std::ffi::OsStr;
+use std::fs;
+
+use crate::common::h2::{assert_same, Client, Exchange, View};
+use crate::common::TestServer;
+
+const SHELL: &[u8] = b"<!doctype html><title>app</title><div id=app></div>\n";
+const APP_JS: &[u8] = b"console.log('app');\n";
+const GUIDE: &[u8] = b"<title>guide</title>\n";
+
+/// The app's root and config, a server on it, and one h2c connection.
+struct App {
+    _tmp: tempfile::TempDir,
+    server: TestServer,
+    h2: Client,
+}
+
+impl App {
+    fn start(driver: &str, args: &[&str]) -> App {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("root");
+        for (rel, body) in [
+            ("index.html", SHELL),
+            ("assets/app.js", APP_JS),
+            ("docs/guide/index.html", GUIDE),
+        ] {
+            let p = root.join(rel);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(p, body).expect("write fixture");
+        }
+        let config = tmp.path().join("servery.toml");
+        fs::write(
+            &config,
+            "[[headers]]\nmatch = \"/index.html\"\nset = { \"Cache-Control\" = \"no-cache\" }\n",
+        )
+        .expect("config file");
+        let server = TestServer::builder()
+            .root(&root)
+            .driver(driver)
+            .args(args)
+            .args(&[OsStr::new("--config"), config.as_os_str()])
+            .start();
+        let h2 = Client::connect(server.addr());
+        App {
+            _tmp: tmp,
+            server,
+            h2,
+        }
+    }
+
+    /// `ex` over HTTP/1.1 and over HTTP/2, asserted the same: HTTP/2's view.
+    fn same(&mut self, ex: &Exchange) -> View {
+        let h1 = View::h1(&ex.h1(self.server.addr()));
+        let h2 = View::h2(&self.h2.send(ex));
+        assert_same(ex, &h1, &h2);
+        h2
+    }
+}
+
+/// A deep link gets the shell as itself (200, its ETag and its own rules);
+/// a missing asset stays 404; files and a directory's index come first;
+/// a client that has the shell gets 304; HEAD falls back, POST does not;
+/// a path that does not resolve is still 400.
+fn deep_links_get_the_shell(driver: &str) {
+    let mut app = App::start(driver, &["--fallback", "/index.html"]);
+    let shell = app.same(&Exchange::get("/index.html"));
+    assert_eq!(shell.status, 200);
+    let etag = shell.field("etag").expect("the shell's etag").to_owned();
+    for path in [
+        "/users/42",
+        "/users/42/",
+        "/a/b/c?tab=2",
+        "/docs/missing",
+        "/v1.2/users",
+    ] {
+        let got = app.same(&Exchange::get(path));
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body == SHELL, "{path}: not the shell");
+        assert_eq!(got.field("etag"), Some(etag.as_str()), "{path}");
+        assert_eq!(got.field("cache-control"), Some("no-cache"), "{path}");
+        assert_eq!(
+            got.field("content-type"),
+            shell.field("content-type"),
+            "{path}"
+        );
+    }
+    for path in [
+        "/app.js",
+        "/assets/missing.css",
+        "/img/logo.png",
+        "/users/42.json",
+    ] {
+        assert_eq!(app.same(&Exchange::get(path)).status, 404, "{path}");
+    }
+    let js = app.same(&Exchange::get("/assets/app.js"));
+    assert_eq!((js.status, &js.body[..]), (200, APP_JS));
+    let guide = app.same(&Exchange::get("/docs/guide/"));
+    assert_eq!((guide.status, &guide.body[..]), (200, GUIDE));
+    assert_eq!(app.same(&Exchange::get("/docs/guide")).status, 301);
+
+    let cached = app.same(&Exchange::get("/users/7").field("if-none-match", &etag));
+    assert_eq!(cached.status, 304);
+    let head = app.same(&Exchange::new("HEAD", "/users/7"));
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(
+        app.same(&Exchange::new("POST", "/users/7").body("x"))
+            .status,
+        405
+    );
+    assert_eq!(app.same(&Exchange::get("/users/%zz")).status, 400);
+}
+
+/// `--fallback-files`: a missing path that looks like a file gets the
+/// shell too (nginx's `try_files` behaviour).
+fn fallback_files_answers_missing_assets_too(driver: &str) {
+    let mut app = App::start(driver, &["--fallback", "/index.html", "--fallback-files"]);
+    for path in ["/app.js", "/users/42", "/img/logo.png"] {
+        let got = app.same(&Exchange::get(path));
+        assert_eq!(got.status, 200, "{path}");
+        assert!(got.body == SHELL, "{path}: not the shell");
+    }
+    let js = app.same(&Exchange::get("/assets/app.js"));
+    assert_eq!((js.status, &js.body[..]), (200, APP_JS));
+}
+
+/// A fallback that is missing itself is a plain 404 (it never falls back
+/// again), and no fallback leaves every missing path 404.
+fn a_missing_fallback_is_404(driver: &str) {
+    let mut app = App::start(driver, &["--fallback", "/gone.html", "--fallback-files"]);
+    for path in ["/users/42", "/gone.html", "/app.js"] {
+        assert_eq!(app.same(&Exchange::get(path)).status, 404, "{path}");
+    }
+    let mut app = App::start(driver, &[]);
+    assert_eq!(app.same(&Exchange::get("/users/42")).status, 404);
+}
+
+driver_tests! {
+    deep_links_get_the_shell,
+    fallback_files_answers_missing_assets_too,
+    a_missing_fallback_is_404,
+}
