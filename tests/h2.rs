@@ -22,9 +22,9 @@ mod common;
 
 #[path = "h2/app.rs"]
 mod app;
-#[path = "h2/fallback.rs"]
-mod fallback;
 #[path = "h2/negotiation.rs"]
 mod negotiation;
+#[path = "h2/site_pages.rs"]
+mod site_pages;
 #[path = "h2/static_files.rs"]
 mod static_files;

@@ -1,6 +1,6 @@
 //! What the static file handler serves and how: the root, `--symlinks`,
-//! `--dotfiles`, `--index`, `--autoindex`, `--cache-control`, the
-//! `[[headers]]` rules and the file caches.
+//! `--dotfiles`, `--index`, `--autoindex`, `--fallback`, `--cache-control`,
+//! the `[[headers]]` rules, the `[[error_page]]` pages and the file caches.
 //!
 //! Owns [`FilesConfig`] and the rules of those settings: the root is an
 //! existing directory, an index is a bare file name, a header rule's path
@@ -102,6 +102,83 @@ impl Echo<Option<Vec<HeaderRuleRaw>>> for Vec<HeaderRule> {
     }
 }
 
+/// One `[[error_page]]` table of the config file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorPageRaw {
+    /// The error statuses (400 to 599) this page answers.
+    pub status: Vec<u16>,
+    /// The page: a file's path from the site's root (`/404.html`).
+    pub path: String,
+}
+
+pub use crate::static_files::ErrorPage;
+
+impl Echo<Option<Vec<ErrorPageRaw>>> for Vec<ErrorPage> {
+    fn echo(&self) -> Option<Vec<ErrorPageRaw>> {
+        let raw = self.iter().map(|p| ErrorPageRaw {
+            status: p.statuses.clone(),
+            path: p.path.clone(),
+        });
+        Some(raw.collect())
+    }
+}
+
+/// Most `[[error_page]]` tables (a site's, or the top level's).
+const MAX_ERROR_PAGES: usize = 64;
+
+/// `[[error_page]]`: each a list of error statuses and a page's path, as
+/// `--fallback` (`fallback`); no status in two tables.
+pub(crate) fn error_pages(_: Field, raw: Vec<ErrorPageRaw>) -> Result<Vec<ErrorPage>, Error> {
+    if raw.len() > MAX_ERROR_PAGES {
+        return Err(invalid(
+            "error_page",
+            format!(
+                "{} tables; at most {MAX_ERROR_PAGES} (one table may list many statuses)",
+                raw.len()
+            ),
+        ));
+    }
+    let mut pages: Vec<ErrorPage> = Vec::with_capacity(raw.len());
+    for page in raw {
+        if page.status.is_empty() {
+            return Err(invalid(
+                "error_page.status",
+                format!(
+                    "{:?} lists no status; give some, like status = [404]",
+                    page.path
+                ),
+            ));
+        }
+        for &code in &page.status {
+            if !(400..=599).contains(&code) {
+                return Err(invalid(
+                    "error_page.status",
+                    format!("{code} is not an error status; give 400 to 599"),
+                ));
+            }
+            if let Some(other) = pages.iter().find(|p| p.statuses.contains(&code)) {
+                return Err(invalid(
+                    "error_page.status",
+                    format!(
+                        "{code} has two pages, {:?} and {:?}; keep one",
+                        other.path, page.path
+                    ),
+                ));
+            }
+        }
+        let field = Field {
+            key: "error_page.path",
+            flag: "error_page.path",
+        };
+        pages.push(ErrorPage {
+            statuses: page.status,
+            path: fallback(field, page.path)?,
+        });
+    }
+    Ok(pages)
+}
+
 /// The top level's file settings (each site starts from them).
 pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
     Ok(FilesConfig {
@@ -111,6 +188,7 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         autoindex: c.autoindex,
         fallback: c.fallback.clone(),
         fallback_files: c.fallback_files,
+        error_pages: c.error_page.clone(),
         cache_control: c.cache_control.clone(),
         rules: c.headers.clone(),
         file_cache_ttl: c.file_cache_ttl,
@@ -318,6 +396,57 @@ mod tests {
             assert!(e.starts_with("--fallback: "), "{v}: {e}");
             assert!(e.contains(why), "{v}: {e}");
         }
+    }
+
+    #[test]
+    fn error_pages_name_what_is_wrong() {
+        let with = |pages: &[(&[u16], &str)]| RawConfig {
+            error_page: Some(
+                pages
+                    .iter()
+                    .map(|(status, path)| ErrorPageRaw {
+                        status: status.to_vec(),
+                        path: (*path).into(),
+                    })
+                    .collect(),
+            ),
+            ..raw()
+        };
+        let c =
+            crate::config::tests::ok(with(&[(&[404, 410], "/404.html"), (&[500], "/e/500.html")]));
+        assert_eq!(c.files.error_pages.len(), 2);
+        assert_eq!(c.files.error_pages[0].statuses, [404, 410]);
+        for (pages, want) in [
+            (
+                vec![(&[][..], "/404.html")],
+                "error_page.status: \"/404.html\" lists no status",
+            ),
+            (
+                vec![(&[200][..], "/ok.html")],
+                "error_page.status: 200 is not an error status",
+            ),
+            (
+                vec![(&[600][..], "/x.html")],
+                "error_page.status: 600 is not an error status",
+            ),
+            (
+                vec![(&[404][..], "/a.html"), (&[410, 404][..], "/b.html")],
+                "error_page.status: 404 has two pages, \"/a.html\" and \"/b.html\"",
+            ),
+            (
+                vec![(&[404][..], "404.html")],
+                "error_page.path: \"404.html\" is not a path",
+            ),
+            (
+                vec![(&[404][..], "/errors/")],
+                "error_page.path: \"/errors/\" names a directory",
+            ),
+        ] {
+            let e = err(with(&pages));
+            assert!(e.starts_with(want), "{e}");
+        }
+        let many: Vec<(&[u16], &str)> = vec![(&[404][..], "/x.html"); 65];
+        assert!(err(with(&many)).starts_with("error_page: 65 tables; at most 64"));
     }
 
     #[test]

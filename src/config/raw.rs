@@ -40,7 +40,9 @@ use super::access_log::{
 };
 use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
-use super::files::{self, Dotfiles, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks};
+use super::files::{
+    self, Dotfiles, ErrorPage, ErrorPageRaw, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks,
+};
 use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
     DEFAULT_LINGERING_BYTES, DEFAULT_LINGERING_TIMEOUT_S, DEFAULT_LINGERING_TIME_S,
@@ -239,6 +241,12 @@ settings! {
             or(Vec::new(), files::header_rules),
             per site Option<Vec<HeaderRuleRaw>>, shown |f| f.rules,
             shown |c| c.files.rules;
+        /// Error pages (config file only): `[[error_page]] status = [404]` `path = "/404.html"`.
+        #[arg(skip)]
+        error_page: Option<Vec<ErrorPageRaw>> => Vec<ErrorPage> =
+            or(Vec::new(), files::error_pages),
+            per site Option<Vec<ErrorPageRaw>>, shown |f| f.error_pages,
+            shown |c| c.files.error_pages;
         /// Compress text, scripts and data on the fly for clients that accept it: `on` or `off`.
         #[arg(long, value_name = "on|off", hide_possible_values = true)]
         compress: Option<Compress> => Compress = or(compression::DEFAULT_COMPRESS, as_is),
@@ -573,7 +581,7 @@ mod tests {
         let longs: Vec<_> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
         let flags: Vec<_> = FIELDS
             .iter()
-            .filter(|f| !["root", "headers", "site"].contains(&f.key))
+            .filter(|f| !["root", "headers", "error_page", "site"].contains(&f.key))
             .map(|f| f.flag.trim_start_matches("--"))
             .collect();
         assert_eq!(longs, flags);

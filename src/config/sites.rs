@@ -409,6 +409,7 @@ mod tests {
                     autoindex = true\ncache_control = \"no-store\"\nsymlinks = \"never\"\n\
                     dotfiles = \"allow\"\ncompress = \"off\"\n\
                     fallback = \"/app.html\"\nfallback_files = true\n\
+                    [[site.error_page]]\nstatus = [404]\npath = \"/lost.html\"\n\
                     [[site.headers]]\nmatch = \"/**\"\nset = { X-Site = \"a\" }\n\
                     [[site]]\nhosts = [\"b.test\"]\n";
         let c = ok(RawConfig {
@@ -421,6 +422,8 @@ mod tests {
         assert_eq!(a.cache_control.as_deref(), Some("no-store"));
         assert_eq!(a.fallback.as_deref(), Some("/app.html"));
         assert!(a.fallback_files);
+        assert_eq!(a.error_pages.len(), 1);
+        assert_eq!(a.error_pages[0].path, "/lost.html");
         assert_eq!(a.symlinks, crate::config::Symlinks::Never);
         assert_eq!(a.rules.len(), 1);
         // The other site keeps the top level's.

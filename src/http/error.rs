@@ -152,37 +152,117 @@ impl Refusal {
 /// RFC 9110 §15.5.6). Callers may add representation fields (a 416 adds its
 /// `Content-Range`).
 pub fn on_error(refusal: &Refusal) -> Response {
+    on_error_for(refusal, false)
+}
+
+/// [`on_error`]'s answer with its body as a small HTML page when `html`
+/// (a client that accepts HTML, [`accepts_html`]: a browser then shows a
+/// page, not a line of text in the corner of a blank one); the same
+/// status and fields otherwise.
+pub fn on_error_for(refusal: &Refusal, html: bool) -> Response {
     let status = refusal.status();
     if let Refusal::Parse(e) = refusal {
         tracing::debug!(error = %e, status = status.code(), "request refused");
     }
-    let body: &'static str = match status.code() {
-        400 => "400 Bad Request\n",
-        403 => "403 Forbidden\n",
-        404 => "404 Not Found\n",
-        405 => "405 Method Not Allowed\n",
-        408 => "408 Request Timeout\n",
-        412 => "412 Precondition Failed\n",
-        413 => "413 Content Too Large\n",
-        414 => "414 URI Too Long\n",
-        416 => "416 Range Not Satisfiable\n",
-        421 => "421 Misdirected Request\n",
-        431 => "431 Request Header Fields Too Large\n",
-        500 => "500 Internal Server Error\n",
-        501 => "501 Not Implemented\n",
-        _ => "error\n",
+    macro_rules! texts {
+        ($($code:literal => $reason:literal,)*) => {
+            match (status.code(), html) {
+                $(
+                    ($code, false) => concat!($code, " ", $reason, "\n"),
+                    ($code, true) => concat!(
+                        "<!doctype html>\n<html><head><meta charset=\"utf-8\">",
+                        "<title>", $code, " ", $reason, "</title></head>\n",
+                        "<body><h1>", $code, " ", $reason, "</h1></body></html>\n"
+                    ),
+                )*
+                (_, false) => "error\n",
+                (_, true) => "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>error</title></head>\n<body><h1>error</h1></body></html>\n",
+            }
+        };
+    }
+    let body: &'static str = texts! {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
+        421 => "Misdirected Request",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+    };
+    let content_type = if html {
+        "text/html; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
     };
     let resp = Response::new(status, Body::Bytes(Bytes::from_static(body.as_bytes())))
-        .header("Content-Type", "text/plain; charset=utf-8");
+        .header("Content-Type", content_type);
     match refusal {
         Refusal::MethodNotAllowed => resp.header("Allow", ALLOW),
         _ => resp,
     }
 }
 
+/// Whether an `Accept` value lists `text/html` (or `text/*`) with a
+/// quality above zero (RFC 9110 §12.5.1): a browser's navigation does,
+/// `curl` (`*/*`) and most API clients do not, so they keep the text
+/// answer. A value that cannot be read is no.
+pub fn accepts_html(accept: Option<&[u8]>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    accept.split(|&b| b == b',').any(|range| {
+        let mut parts = range.split(|&b| b == b';');
+        let media = parts.next().unwrap_or_default().trim_ascii();
+        let wanted =
+            media.eq_ignore_ascii_case(b"text/html") || media.eq_ignore_ascii_case(b"text/*");
+        let refused = parts.any(|p| {
+            let p = p.trim_ascii();
+            p.len() >= 2
+                && p[..2].eq_ignore_ascii_case(b"q=")
+                && p[2..].iter().all(|&b| b == b'0' || b == b'.')
+        });
+        wanted && !refused
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn html_is_for_clients_that_accept_it() {
+        let browser = b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+        assert!(accepts_html(Some(browser)));
+        assert!(accepts_html(Some(b"TEXT/*")));
+        assert!(!accepts_html(Some(b"*/*")));
+        assert!(!accepts_html(Some(b"application/json")));
+        assert!(!accepts_html(Some(b"text/html;q=0, */*")));
+        assert!(!accepts_html(Some(b"text/html; q=0.000")));
+        assert!(!accepts_html(None));
+        let page = on_error_for(&Refusal::NotFound, true);
+        let Body::Bytes(b) = &page.body else {
+            panic!("a page")
+        };
+        assert!(b.starts_with(b"<!doctype html>"), "{b:?}");
+        assert!(b.windows(13).any(|w| w == b"404 Not Found"));
+        let crate::http::Fields::List(f) = &page.fields else {
+            panic!("fields")
+        };
+        assert!(f
+            .iter()
+            .any(|(n, v)| n == "Content-Type" && v.starts_with("text/html")));
+        let text = on_error_for(&Refusal::MethodNotAllowed, false);
+        let Body::Bytes(b) = &text.body else {
+            panic!("text")
+        };
+        assert_eq!(&b[..], b"405 Method Not Allowed\n");
+    }
 
     #[test]
     fn limits_map_to_431_and_414() {

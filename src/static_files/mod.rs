@@ -37,6 +37,7 @@ mod cache;
 pub(crate) mod compress;
 mod conditional;
 mod encoding;
+mod errors;
 mod range;
 mod settings;
 pub(crate) mod uri_path;
@@ -52,7 +53,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-pub use settings::{FilesConfig, Symlinks};
+pub use settings::{ErrorPage, FilesConfig, Symlinks};
 
 use crate::app::{head, MakeError, Request, Service};
 use crate::http::error::ALLOW;
@@ -236,7 +237,7 @@ impl Files {
                 });
             }
             conditional::Precondition::Failed => {
-                return Ok(self.ruled(on_error(&Refusal::PreconditionFailed), head))
+                return Ok(self.refused(&Refusal::PreconditionFailed, head))
             }
             conditional::Precondition::Proceed { honor_range } => honor_range,
         };
@@ -506,13 +507,13 @@ impl Files {
         match head.method {
             Method::Get | Method::Head => match self.serve(head) {
                 Ok(resp) => resp,
-                Err(e) => self.ruled(on_error(&e.refusal()), head),
+                Err(e) => self.refused(&e.refusal(), head),
             },
             Method::Options => self.ruled(
                 Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
                 head,
             ),
-            Method::Other => self.ruled(on_error(&Refusal::MethodNotAllowed), head),
+            Method::Other => self.refused(&Refusal::MethodNotAllowed, head),
         }
     }
 }

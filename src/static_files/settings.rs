@@ -42,10 +42,22 @@ pub struct FilesConfig {
     pub fallback_files: bool,
     pub cache_control: Option<String>,
     pub rules: Vec<HeaderRule>,
+    /// Pages answered for error statuses (`[[error_page]]`).
+    pub error_pages: Vec<ErrorPage>,
     pub file_cache_ttl: Duration,
     pub file_cache_entries: NonZeroUsize,
     pub small_file_max: u64,
     pub memory_cache_bytes: usize,
     /// On-the-fly compression; `None` with `--compress off`.
     pub compression: Option<CompressConfig>,
+}
+
+/// A page the static files answer an error status with (`[[error_page]]`),
+/// keeping the status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorPage {
+    /// Error statuses (400 to 599), none in two pages.
+    pub statuses: Vec<u16>,
+    /// The page's path from the root, written plainly (`/404.html`).
+    pub path: String,
 }

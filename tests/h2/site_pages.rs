@@ -1,12 +1,15 @@
-//! `--fallback` (a single-page app's shell for a missing path) answers the
-//! same over HTTP/1.1 and HTTP/2: each case asks the real binary on a new
-//! HTTP/1.1 connection and on one h2c connection, and the two answers must
-//! be the same `View` (`common::h2::assert_same`). Both drivers
-//! (`driver_tests!` at the bottom).
+//! The pages a site answers beyond its files: `--fallback` (a single-page
+//! app's shell for a missing path), `[[error_page]]` (a site's own page for
+//! an error status) and the built-in error answers (HTML for a browser).
+//! Each answers the same over HTTP/1.1 and HTTP/2: each case asks the real
+//! binary on a new HTTP/1.1 connection and on one h2c connection, and the
+//! two answers must be the same `View` (`common::h2::assert_same`). Both
+//! drivers (`driver_tests!` at the bottom).
 //!
 //! The app's root: `index.html` (the shell, with a `[[headers]]` rule of
-//! its own path), `assets/app.js`, and `docs/guide/index.html` (a
-//! directory with an index, which comes before the fallback).
+//! its own path), `assets/app.js`, `docs/guide/index.html` (a directory
+//! with an index, which comes before the fallback), and the error pages
+//! `404.html` and `errors/400.html`.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -17,6 +20,10 @@ use crate::common::TestServer;
 const SHELL: &[u8] = b"<!doctype html><title>app</title><div id=app></div>\n";
 const APP_JS: &[u8] = b"console.log('app');\n";
 const GUIDE: &[u8] = b"<title>guide</title>\n";
+const PAGE_404: &[u8] = b"<!doctype html><title>Lost?</title><a href=/>home</a>\n";
+const PAGE_400: &[u8] = b"<!doctype html><title>That address is broken</title>\n";
+/// A browser's navigation `Accept`.
+const BROWSER: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
 
 /// The app's root and config, a server on it, and one h2c connection.
 struct App {
@@ -27,23 +34,28 @@ struct App {
 
 impl App {
     fn start(driver: &str, args: &[&str]) -> App {
+        App::with_config(driver, args, "")
+    }
+
+    /// The app with `config` added to its config file.
+    fn with_config(driver: &str, args: &[&str], extra: &str) -> App {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().join("root");
         for (rel, body) in [
             ("index.html", SHELL),
             ("assets/app.js", APP_JS),
             ("docs/guide/index.html", GUIDE),
+            ("404.html", PAGE_404),
+            ("errors/400.html", PAGE_400),
         ] {
             let p = root.join(rel);
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
             fs::write(p, body).expect("write fixture");
         }
         let config = tmp.path().join("servery.toml");
-        fs::write(
-            &config,
-            "[[headers]]\nmatch = \"/index.html\"\nset = { \"Cache-Control\" = \"no-cache\" }\n",
-        )
-        .expect("config file");
+        let rule =
+            "[[headers]]\nmatch = \"/index.html\"\nset = { \"Cache-Control\" = \"no-cache\" }\n";
+        fs::write(&config, format!("{rule}{extra}")).expect("config file");
         let server = TestServer::builder()
             .root(&root)
             .driver(driver)
@@ -145,8 +157,88 @@ fn a_missing_fallback_is_404(driver: &str) {
     assert_eq!(app.same(&Exchange::get("/users/42")).status, 404);
 }
 
+const PAGES: &str = "[[error_page]]\nstatus = [404, 410]\npath = \"/404.html\"\n\
+                     [[error_page]]\nstatus = [400, 412]\npath = \"/errors/400.html\"\n\
+                     [[error_page]]\nstatus = [405]\npath = \"/missing-page.html\"\n";
+
+/// A configured page answers its statuses with the status kept and its
+/// own content type; a missing page falls back to the built-in answer.
+fn error_pages_keep_their_status(driver: &str) {
+    let mut app = App::with_config(driver, &[], PAGES);
+    for ex in [
+        Exchange::get("/missing"),
+        Exchange::get("/assets/gone.js").field("accept", BROWSER),
+        Exchange::get("/index.html/"),
+    ] {
+        let got = app.same(&ex);
+        assert_eq!(got.status, 404, "{}", ex.path);
+        assert!(got.body == PAGE_404, "{}: not the page", ex.path);
+        assert_eq!(
+            got.field("content-type"),
+            Some("text/html; charset=utf-8"),
+            "{}",
+            ex.path
+        );
+    }
+    let head = app.same(&Exchange::new("HEAD", "/missing"));
+    assert_eq!(head.status, 404);
+    assert!(head.body.is_empty());
+    let bad = app.same(&Exchange::get("/a/%zz"));
+    assert_eq!(bad.status, 400);
+    assert!(bad.body == PAGE_400, "not the 400 page");
+    let failed = app.same(&Exchange::get("/assets/app.js").field("if-match", "\"other\""));
+    assert_eq!(failed.status, 412);
+    assert!(failed.body == PAGE_400, "not the 412 page");
+    // The page for 405 is missing: the built-in answer, `Allow` and all.
+    let post = app.same(&Exchange::new("POST", "/assets/app.js").body("x"));
+    assert_eq!(post.status, 405);
+    assert_eq!(&post.body[..], b"405 Method Not Allowed\n");
+    assert!(post.field("allow").is_some());
+    // The page is a file too.
+    let page = app.same(&Exchange::get("/404.html"));
+    assert_eq!((page.status, &page.body[..]), (200, PAGE_404));
+    // With a fallback, routes get the shell and missing files the page.
+    let mut app = App::with_config(driver, &["--fallback", "/index.html"], PAGES);
+    let deep = app.same(&Exchange::get("/users/42"));
+    assert_eq!((deep.status, &deep.body[..]), (200, SHELL));
+    let asset = app.same(&Exchange::get("/app.js"));
+    assert_eq!((asset.status, &asset.body[..]), (404, PAGE_404));
+}
+
+/// With no page, a browser gets a small HTML page and anything else a line
+/// of text, each marked `Vary: Accept`.
+fn built_in_errors_are_html_for_browsers(driver: &str) {
+    let mut app = App::start(driver, &[]);
+    let page = app.same(&Exchange::get("/missing").field("accept", BROWSER));
+    assert_eq!(page.status, 404);
+    assert!(page.body.starts_with(b"<!doctype html>"), "{:?}", page.body);
+    assert_eq!(page.field("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(page.field("vary"), Some("Accept"));
+    for accept in [
+        None,
+        Some("*/*"),
+        Some("application/json"),
+        Some("text/html;q=0"),
+    ] {
+        let mut ex = Exchange::get("/missing");
+        if let Some(a) = accept {
+            ex = ex.field("accept", a);
+        }
+        let text = app.same(&ex);
+        assert_eq!(text.status, 404, "{accept:?}");
+        assert_eq!(&text.body[..], b"404 Not Found\n", "{accept:?}");
+        assert_eq!(
+            text.field("content-type"),
+            Some("text/plain; charset=utf-8")
+        );
+        assert_eq!(text.field("vary"), Some("Accept"));
+    }
+}
+
 driver_tests! {
     deep_links_get_the_shell,
     fallback_files_answers_missing_assets_too,
     a_missing_fallback_is_404,
+    error_pages_keep_their_status,
+    built_in_errors_are_html_for_browsers,
 }
