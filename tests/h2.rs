@@ -22,6 +22,8 @@ mod common;
 
 #[path = "h2/app.rs"]
 mod app;
+#[path = "h2/cors.rs"]
+mod cors;
 #[path = "h2/negotiation.rs"]
 mod negotiation;
 #[path = "h2/site_pages.rs"]

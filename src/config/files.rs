@@ -189,6 +189,7 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         fallback: c.fallback.clone(),
         fallback_files: c.fallback_files,
         error_pages: c.error_page.clone(),
+        cors: super::cors::settings(c)?,
         cache_control: c.cache_control.clone(),
         rules: c.headers.clone(),
         file_cache_ttl: c.file_cache_ttl,

@@ -31,6 +31,7 @@ pub mod access_log;
 pub mod acme;
 mod choice;
 pub mod compression;
+pub mod cors;
 pub mod cpus;
 mod files;
 pub mod http2;

@@ -40,6 +40,7 @@ use super::access_log::{
 };
 use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
+use super::cors;
 use super::files::{
     self, Dotfiles, ErrorPage, ErrorPageRaw, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks,
 };
@@ -241,6 +242,33 @@ settings! {
             or(Vec::new(), files::header_rules),
             per site Option<Vec<HeaderRuleRaw>>, shown |f| f.rules,
             shown |c| c.files.rules;
+        /// Origins whose pages may read the files (CORS): `https://app.example,...`, or `*`.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        cors_allow_origins: Option<Vec<String>> => Vec<String> = or(Vec::new(), cors::origins),
+            per site Option<Vec<String>>, shown |f| f.cors.origins,
+            shown |c| c.files.cors.origins;
+        /// Methods a CORS preflight may ask for.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        cors_allow_methods: Option<Vec<String>> => Vec<String> =
+            or(cors::default_methods(), cors::methods),
+            per site Option<Vec<String>>, shown |f| f.cors.methods,
+            shown |c| c.files.cors.methods;
+        /// Request header fields a CORS preflight may ask for.
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        cors_allow_headers: Option<Vec<String>> => Vec<String> = or(Vec::new(), cors::headers),
+            per site Option<Vec<String>>, shown |f| f.cors.headers,
+            shown |c| c.files.cors.headers;
+        /// How long a browser may keep a CORS preflight's answer.
+        #[arg(long, value_name = "DURATION")]
+        cors_max_age: Option<Seconds> => Duration =
+            or(cors::DEFAULT_CORS_MAX_AGE_S, seconds(cors::MAX_CORS_MAX_AGE_S)),
+            shown |c| c.files.cors.max_age;
+        /// Let cross-origin requests with cookies read the files (needs listed origins).
+        #[arg(long, action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        cors_allow_credentials: bool => bool = as_is,
+            per site Option<bool>, shown |f| f.cors.credentials,
+            shown |c| c.files.cors.credentials;
         /// Error pages (config file only): `[[error_page]] status = [404]` `path = "/404.html"`.
         #[arg(skip)]
         error_page: Option<Vec<ErrorPageRaw>> => Vec<ErrorPage> =

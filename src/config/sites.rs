@@ -409,6 +409,8 @@ mod tests {
                     autoindex = true\ncache_control = \"no-store\"\nsymlinks = \"never\"\n\
                     dotfiles = \"allow\"\ncompress = \"off\"\n\
                     fallback = \"/app.html\"\nfallback_files = true\n\
+                    cors_allow_origins = [\"https://a.example\"]\ncors_allow_methods = [\"GET\"]\n\
+                    cors_allow_headers = [\"x-a\"]\ncors_allow_credentials = true\n\
                     [[site.error_page]]\nstatus = [404]\npath = \"/lost.html\"\n\
                     [[site.headers]]\nmatch = \"/**\"\nset = { X-Site = \"a\" }\n\
                     [[site]]\nhosts = [\"b.test\"]\n";
@@ -424,6 +426,12 @@ mod tests {
         assert!(a.fallback_files);
         assert_eq!(a.error_pages.len(), 1);
         assert_eq!(a.error_pages[0].path, "/lost.html");
+        assert_eq!(a.cors.origins, ["https://a.example"]);
+        assert_eq!(
+            (&a.cors.methods[..], &a.cors.headers[..]),
+            (&["GET".to_owned()][..], &["x-a".to_owned()][..])
+        );
+        assert!(a.cors.credentials);
         assert_eq!(a.symlinks, crate::config::Symlinks::Never);
         assert_eq!(a.rules.len(), 1);
         // The other site keeps the top level's.

@@ -36,6 +36,7 @@ mod autoindex;
 mod cache;
 pub(crate) mod compress;
 mod conditional;
+mod cors;
 mod encoding;
 mod errors;
 mod range;
@@ -53,6 +54,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+pub use cors::Cors;
 pub use settings::{ErrorPage, FilesConfig, Symlinks};
 
 use crate::app::{head, MakeError, Request, Service};
@@ -440,14 +442,26 @@ impl Files {
         if let Some(cc) = &self.config.cache_control {
             f.push(("Cache-Control".into(), cc.clone().into()));
         }
+        if let Some((name, value)) = self.config.cors.fixed_fields() {
+            f.push((name.into(), value.into()));
+        }
         let path = format!("/{rel}");
         rules::set_on_fields(&self.config.rules, path.as_bytes(), &mut f);
         f
     }
 
-    /// `[[headers]]` rules on an answer that is not a file's (an error, a
-    /// redirect, a listing): a file's entry holds its rules already.
+    /// What every answer of the site carries, on one that is not a file's
+    /// (an error, a redirect, a listing, OPTIONS): the fixed CORS field and
+    /// the `[[headers]]` rules. A file's entry holds them already.
     fn ruled(&self, mut resp: Response, head: &Head<'_>) -> Response {
+        if let Some((name, value)) = self.config.cors.fixed_fields() {
+            resp = resp.header(name, value);
+        }
+        self.rules_only(resp, head)
+    }
+
+    /// `[[headers]]` rules on an answer that is not a file's.
+    fn rules_only(&self, mut resp: Response, head: &Head<'_>) -> Response {
         if self.config.rules.is_empty() {
             return resp;
         }
@@ -504,17 +518,22 @@ impl Files {
     /// Answer `head`: GET and HEAD serve, OPTIONS says what is allowed,
     /// anything else is 405.
     pub fn handle(&self, head: &Head<'_>) -> Response {
-        match head.method {
+        let cors = &self.config.cors;
+        let resp = match head.method {
             Method::Get | Method::Head => match self.serve(head) {
                 Ok(resp) => resp,
                 Err(e) => self.refused(&e.refusal(), head),
             },
-            Method::Options => self.ruled(
-                Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
-                head,
-            ),
+            Method::Options => match cors.preflight(head) {
+                Some(resp) => return self.rules_only(resp, head),
+                None => self.ruled(
+                    Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
+                    head,
+                ),
+            },
             Method::Other => self.refused(&Refusal::MethodNotAllowed, head),
-        }
+        };
+        cors.on_answer(resp, head)
     }
 }
 

@@ -44,6 +44,8 @@ pub struct FilesConfig {
     pub rules: Vec<HeaderRule>,
     /// Pages answered for error statuses (`[[error_page]]`).
     pub error_pages: Vec<ErrorPage>,
+    /// Cross-origin reads (`--cors-*`); off without origins.
+    pub cors: super::Cors,
     pub file_cache_ttl: Duration,
     pub file_cache_entries: NonZeroUsize,
     pub small_file_max: u64,

@@ -25,15 +25,16 @@ const PAGE_400: &[u8] = b"<!doctype html><title>That address is broken</title>\n
 /// A browser's navigation `Accept`.
 const BROWSER: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
 
-/// The app's root and config, a server on it, and one h2c connection.
-struct App {
+/// The app's root and config, a server on it, and one h2c connection
+/// (`cors` uses it too).
+pub(crate) struct App {
     _tmp: tempfile::TempDir,
     server: TestServer,
     h2: Client,
 }
 
 impl App {
-    fn start(driver: &str, args: &[&str]) -> App {
+    pub(crate) fn start(driver: &str, args: &[&str]) -> App {
         App::with_config(driver, args, "")
     }
 
@@ -71,7 +72,12 @@ impl App {
     }
 
     /// `ex` over HTTP/1.1 and over HTTP/2, asserted the same: HTTP/2's view.
-    fn same(&mut self, ex: &Exchange) -> View {
+    /// `ex` over HTTP/1.1 alone.
+    pub(crate) fn h1(&self, ex: &Exchange) -> View {
+        View::h1(&ex.h1(self.server.addr()))
+    }
+
+    pub(crate) fn same(&mut self, ex: &Exchange) -> View {
         let h1 = View::h1(&ex.h1(self.server.addr()));
         let h2 = View::h2(&self.h2.send(ex));
         assert_same(ex, &h1, &h2);
