@@ -983,6 +983,104 @@ fn autoindex_lists_escaped_names_without_dotfiles(driver: &str) {
     );
 }
 
+/// The HTML listing sorts by name (default), size or date through its
+/// column links' query, either way; the JSON one (`--autoindex-format
+/// json`) has nginx's fields and parses.
+fn listings_sort_and_speak_json(driver: &str) {
+    let site = site();
+    let t0 = mtime();
+    for (name, len, age) in [("a.txt", 300, 30), ("b.txt", 100, 10), ("c.txt", 200, 20)] {
+        site.write(&format!("sorted/{name}"), &vec![b'x'; len]);
+        set_mtime(
+            &site.root.join("sorted").join(name),
+            t0 - Duration::from_secs(age),
+        );
+    }
+    site.write("sorted/d/x.txt", b"x\n");
+    let order = |html: &str| -> Vec<char> {
+        ["a.txt", "b.txt", "c.txt"]
+            .iter()
+            .map(|n| {
+                (
+                    html.find(&format!(">{n}<")).expect(n),
+                    n.chars().next().unwrap(),
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_values()
+            .collect()
+    };
+    let server = serve(driver, &site.root, &["--autoindex"]);
+    for (query, want) in [
+        ("", ['a', 'b', 'c']),
+        ("?sort=name&order=desc", ['c', 'b', 'a']),
+        ("?sort=size", ['b', 'c', 'a']),
+        ("?sort=size&order=desc", ['a', 'c', 'b']),
+        ("?sort=mtime", ['a', 'c', 'b']),
+        ("?sort=mtime&order=desc", ['b', 'c', 'a']),
+        ("?sort=<script>", ['a', 'b', 'c']),
+    ] {
+        let resp = get(&server, &format!("/sorted/{query}"), &[]);
+        assert_eq!(resp.status, 200, "{query}");
+        let html = resp.body_text();
+        assert_eq!(order(&html), want, "{query}: {html}");
+        assert!(!html.contains("<script>"), "{query}");
+        assert!(html.contains(">300<") && html.contains(">d/<"), "{html}");
+    }
+    let html = get(&server, "/sorted/?sort=size", &[]).body_text();
+    assert!(
+        html.contains("href=\"?sort=size&amp;order=desc\""),
+        "{html}"
+    );
+
+    let server = serve(
+        driver,
+        &site.root,
+        &["--autoindex", "--autoindex-format", "json"],
+    );
+    let resp = get(&server, "/sorted/?sort=size", &[]);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("application/json"));
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&resp.body).expect("JSON");
+    let names: Vec<&str> = list.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    // Sizes ascending, the directory (no size) first.
+    assert_eq!(names, ["d", "b.txt", "c.txt", "a.txt"]);
+    assert_eq!(list[0]["type"], "directory");
+    assert!(list[0].get("size").is_none());
+    assert_eq!(list[3]["type"], "file");
+    assert_eq!(list[3]["size"], 300);
+    let mtime = list[3]["mtime"].as_str().expect("mtime");
+    assert_eq!(mtime, httpdate::fmt_http_date(t0 - Duration::from_secs(30)));
+    // Escaped as JSON, never as markup.
+    let resp = get(&server, "/list/", &[]);
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&resp.body).expect("JSON");
+    assert!(list.iter().any(|e| e["name"] == "<b>.txt"), "{list:?}");
+}
+
+/// A directory of more than 10,000 entries lists the first 10,000 it
+/// gives, says so, and costs a bounded read.
+fn a_long_listing_is_cut(driver: &str) {
+    let site = site();
+    let many = site.root.join("many");
+    fs::create_dir(&many).expect("mkdir");
+    for i in 0..10_005 {
+        fs::write(many.join(format!("f{i:05}")), b"").expect("file");
+    }
+    let server = serve(
+        driver,
+        &site.root,
+        &["--autoindex", "--autoindex-format", "json"],
+    );
+    let resp = get(&server, "/many/", &[]);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("x-listing-truncated"), Some("10000"));
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&resp.body).expect("JSON");
+    assert_eq!(list.len(), 10_000);
+    let server = serve(driver, &site.root, &["--autoindex"]);
+    let html = get(&server, "/many/", &[]).body_text();
+    assert!(html.contains("Only the first 10000 entries"), "cut note");
+}
+
 // ---------------------------------------------------------------- policies
 
 fn dotfiles_denied_by_default_allowed_by_flag(driver: &str) {
@@ -1579,6 +1677,8 @@ driver_tests! {
     directory_with_slash_serves_index_html,
     index_flag_names_the_index_file,
     autoindex_lists_escaped_names_without_dotfiles,
+    listings_sort_and_speak_json,
+    a_long_listing_is_cut,
     dotfiles_denied_by_default_allowed_by_flag,
     symlinks_never_refuses_in_root_link,
     symlinks_follow_serves_outside_target_inside_refuses,

@@ -228,13 +228,22 @@ mod tests {
                 "admin",
                 "cache-control",
                 "config",
+                "cors-allow-headers",
+                "cors-allow-origins",
+                "fallback",
                 "max-connections-total",
                 "tls-bind",
                 "tls-cert",
                 "tls-key"
             ]
         );
-        for switch in ["no-pin", "autoindex", "tls-self-signed"] {
+        for switch in [
+            "no-pin",
+            "autoindex",
+            "fallback-files",
+            "cors-allow-credentials",
+            "tls-self-signed",
+        ] {
             assert!(!help(switch).contains("[default"), "--{switch}");
         }
     }

@@ -17,7 +17,7 @@ use super::raw::Checked;
 use super::setting::{Echo, Field};
 use super::{invalid, Error};
 use crate::choice::choice;
-pub use crate::static_files::{FilesConfig, Symlinks};
+pub use crate::static_files::{AutoindexFormat, FilesConfig, Symlinks};
 
 /// Served when no root is given: the current directory, like
 /// `python -m http.server`.
@@ -26,6 +26,8 @@ pub const DEFAULT_ROOT: &str = ".";
 pub const DEFAULT_SYMLINKS: Symlinks = Symlinks::Inside;
 /// Dotfiles (`.git/`, `.env`) are usually secrets or tooling, not content.
 pub const DEFAULT_DOTFILES: Dotfiles = Dotfiles::Deny;
+/// Listings for people unless asked.
+pub const DEFAULT_AUTOINDEX_FORMAT: AutoindexFormat = AutoindexFormat::Html;
 /// nginx's default index name.
 pub const DEFAULT_INDEX: &str = "index.html";
 /// A replaced file is served new within this many seconds.
@@ -186,6 +188,7 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         dotfiles: c.dotfiles == Dotfiles::Allow,
         index: c.index.clone(),
         autoindex: c.autoindex,
+        autoindex_format: c.autoindex_format,
         fallback: c.fallback.clone(),
         fallback_files: c.fallback_files,
         error_pages: c.error_page.clone(),

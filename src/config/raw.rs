@@ -42,7 +42,8 @@ use super::acme::{self, AcmeChallenge};
 use super::compression::{self, Compress, MimePatterns};
 use super::cors;
 use super::files::{
-    self, Dotfiles, ErrorPage, ErrorPageRaw, FilesConfig, HeaderRule, HeaderRuleRaw, Symlinks,
+    self, AutoindexFormat, Dotfiles, ErrorPage, ErrorPageRaw, FilesConfig, HeaderRule,
+    HeaderRuleRaw, Symlinks,
 };
 use super::limits::{
     self, DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEPALIVE_TIMEOUT_S,
@@ -199,6 +200,12 @@ settings! {
         autoindex: bool => bool = as_is,
             per site Option<bool>, shown |f| f.autoindex,
             shown |c| c.files.autoindex;
+        /// What a directory listing is written as: `html` (sortable) or `json`.
+        #[arg(long, value_name = "html|json", hide_possible_values = true)]
+        autoindex_format: Option<AutoindexFormat> => AutoindexFormat =
+            or(files::DEFAULT_AUTOINDEX_FORMAT, as_is),
+            per site Option<AutoindexFormat>, shown |f| f.autoindex_format,
+            shown |c| c.files.autoindex_format;
         /// Answer missing paths with this file (a single-page app's `/index.html`), 200.
         #[arg(long, value_name = "PATH")]
         fallback: Option<String> => Option<String> = optional(files::fallback),

@@ -1,48 +1,253 @@
-//! `--autoindex`: an HTML listing of a directory without an index file.
+//! `--autoindex`: a listing of a directory without an index file, as HTML
+//! (a table sortable by name, size and modification time through links,
+//! no script) or as JSON (`--autoindex-format json`, nginx's
+//! `autoindex_format json` fields).
 //!
-//! Names are HTML-escaped and percent-encoded in links, so a file called
-//! `<script>` lists as text. Dotfiles are left out unless allowed. The
-//! directory is read through the fd that was opened beneath the root
-//! (`/proc/self/fd/N`), never by path, so a swapped-in symlink cannot
-//! redirect the listing.
+//! Names are HTML-escaped and percent-encoded in links (and JSON-escaped in
+//! JSON), so a file called `<script>` lists as text. Dotfiles are left out
+//! unless allowed. The directory is read through the fd that was opened
+//! beneath the root (`/proc/self/fd/N`), never by path, so a swapped-in
+//! symlink cannot redirect the listing. At most [`MAX_ENTRIES`] entries
+//! are read (the first the directory gives), sorted and listed, with a
+//! note when there were more: a directory of a million files costs a
+//! bounded read, not a million `stat`s.
 
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use crate::choice::choice;
 use crate::http::{Body, Response, Status};
 
-/// Render the listing of the open directory `dir`, requested as `path`.
-pub(crate) fn render(dir: &File, path: &[u8], dotfiles: bool) -> io::Result<Response> {
-    let mut names: Vec<(String, bool)> =
-        std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?
-            .filter_map(Result::ok)
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let is_dir = e.file_type().ok()?.is_dir();
-                (dotfiles || !name.starts_with('.')).then_some((name, is_dir))
-            })
-            .collect();
-    names.sort();
+/// Entries a listing reads and shows at most.
+pub(crate) const MAX_ENTRIES: usize = 10_000;
+
+choice! {
+    /// What a directory listing is written as.
+    pub enum AutoindexFormat {
+        /// A page for people: a table of name, size and date, sortable.
+        Html = "html",
+        /// For programs: an array of `{name, type, mtime, size}`.
+        Json = "json",
+    }
+}
+
+/// One listed entry.
+struct Entry {
+    name: String,
+    kind: Kind,
+    /// Bytes, for a file.
+    size: Option<u64>,
+    modified: Option<SystemTime>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Directory,
+    File,
+    Other,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Directory => "directory",
+            Kind::File => "file",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// The order a listing is in: `?sort=name|size|mtime&order=asc|desc`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Name,
+    Size,
+    Modified,
+}
+
+impl Key {
+    fn word(self) -> &'static str {
+        match self {
+            Key::Name => "name",
+            Key::Size => "size",
+            Key::Modified => "mtime",
+        }
+    }
+}
+
+/// The sort a query asks for (anything unknown: by name, ascending).
+fn sort_of(query: Option<&[u8]>) -> (Key, bool) {
+    let (mut key, mut descending) = (Key::Name, false);
+    for pair in query.unwrap_or_default().split(|&b| b == b'&') {
+        match pair {
+            b"sort=name" => key = Key::Name,
+            b"sort=size" => key = Key::Size,
+            b"sort=mtime" => key = Key::Modified,
+            b"order=desc" => descending = true,
+            b"order=asc" => descending = false,
+            _ => {}
+        }
+    }
+    (key, descending)
+}
+
+/// Render the listing of the open directory `dir`, requested as `path`
+/// with `query`.
+pub(crate) fn render(
+    dir: &File,
+    path: &[u8],
+    query: Option<&[u8]>,
+    dotfiles: bool,
+    format: AutoindexFormat,
+) -> io::Result<Response> {
+    let mut more = false;
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
+        let Ok(e) = e else { continue };
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        if !dotfiles && name.starts_with('.') {
+            continue;
+        }
+        if entries.len() == MAX_ENTRIES {
+            more = true;
+            break;
+        }
+        // Not followed: a link lists as itself (its target may be outside).
+        let meta = e.metadata().ok();
+        let kind = match meta.as_ref().map(|m| m.file_type()) {
+            Some(t) if t.is_dir() => Kind::Directory,
+            Some(t) if t.is_file() => Kind::File,
+            _ => Kind::Other,
+        };
+        entries.push(Entry {
+            name,
+            kind,
+            size: meta.as_ref().filter(|m| m.is_file()).map(|m| m.len()),
+            modified: meta.and_then(|m| m.modified().ok()),
+        });
+    }
+    let (key, descending) = sort_of(query);
+    entries.sort_by(|a, b| {
+        let by = match key {
+            Key::Name => a.name.cmp(&b.name),
+            Key::Size => a.size.cmp(&b.size).then_with(|| a.name.cmp(&b.name)),
+            Key::Modified => a
+                .modified
+                .cmp(&b.modified)
+                .then_with(|| a.name.cmp(&b.name)),
+        };
+        if descending {
+            by.reverse()
+        } else {
+            by
+        }
+    });
+    let (body, content_type) = match format {
+        AutoindexFormat::Html => (
+            html(&entries, path, key, descending, more),
+            "text/html; charset=utf-8",
+        ),
+        AutoindexFormat::Json => (json(&entries), "application/json"),
+    };
+    let mut resp = Response::new(Status::OK, Body::Bytes(Bytes::from(body)))
+        .header("Content-Type", content_type);
+    if more {
+        resp = resp.header("X-Listing-Truncated", MAX_ENTRIES.to_string());
+    }
+    Ok(resp)
+}
+
+fn html(entries: &[Entry], path: &[u8], key: Key, descending: bool, more: bool) -> String {
     let title = escape(&String::from_utf8_lossy(path));
-    let mut html = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of {title}</title></head>\n<body><h1>Index of {title}</h1><ul>\n<li><a href=\"../\">../</a></li>\n"
+    let mut out = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Index of {title}</title></head>\n\
+         <body><h1>Index of {title}</h1>\n<table>\n<tr>"
     );
-    for (name, is_dir) in names {
-        let slash = if is_dir { "/" } else { "" };
-        let _ = writeln!(
-            html,
-            "<li><a href=\"{}{slash}\">{}{slash}</a></li>",
-            percent_encode(&name),
-            escape(&name)
+    // Each column's link sorts by it, the other way if it is the sort now.
+    for (k, label) in [
+        (Key::Name, "Name"),
+        (Key::Size, "Size"),
+        (Key::Modified, "Modified"),
+    ] {
+        let order = if k == key && !descending {
+            "desc"
+        } else {
+            "asc"
+        };
+        let _ = write!(
+            out,
+            "<th><a href=\"?sort={}&amp;order={order}\">{label}</a></th>",
+            k.word()
         );
     }
-    html.push_str("</ul></body></html>\n");
-    Ok(Response::new(Status::OK, Body::Bytes(Bytes::from(html)))
-        .header("Content-Type", "text/html; charset=utf-8"))
+    out.push_str("</tr>\n<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n");
+    for e in entries {
+        let slash = if e.kind == Kind::Directory { "/" } else { "" };
+        let size = e.size.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+        let date = e.modified.map(httpdate::fmt_http_date).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<tr><td><a href=\"{}{slash}\">{}{slash}</a></td><td>{size}</td><td>{date}</td></tr>",
+            percent_encode(&e.name),
+            escape(&e.name)
+        );
+    }
+    out.push_str("</table>\n");
+    if more {
+        let _ = writeln!(
+            out,
+            "<p>Only the first {MAX_ENTRIES} entries the directory gave are listed.</p>"
+        );
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// nginx's `autoindex_format json`: `[{"name":…,"type":…,"mtime":…,"size":…}]`,
+/// `size` for files only.
+fn json(entries: &[Entry]) -> String {
+    let mut out = String::from("[");
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("\n{\"name\":");
+        json_string(&mut out, &e.name);
+        let _ = write!(out, ",\"type\":\"{}\"", e.kind.word());
+        if let Some(t) = e.modified {
+            out.push_str(",\"mtime\":");
+            json_string(&mut out, &httpdate::fmt_http_date(t));
+        }
+        if let Some(n) = e.size {
+            let _ = write!(out, ",\"size\":{n}");
+        }
+        out.push('}');
+    }
+    out.push_str("\n]\n");
+    out
+}
+
+/// `s` as a JSON string (RFC 8259 §7).
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 fn escape(s: &str) -> String {
@@ -81,5 +286,16 @@ mod tests {
     fn names_are_escaped_and_encoded() {
         assert_eq!(escape("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
         assert_eq!(percent_encode("a b/<c>"), "a%20b%2F%3Cc%3E");
+        let mut s = String::new();
+        json_string(&mut s, "a\"b\\c\n\u{1}");
+        assert_eq!(s, "\"a\\\"b\\\\c\\u000a\\u0001\"");
+    }
+
+    #[test]
+    fn the_query_picks_the_sort() {
+        assert!(sort_of(None) == (Key::Name, false));
+        assert!(sort_of(Some(b"sort=size&order=desc")) == (Key::Size, true));
+        assert!(sort_of(Some(b"order=desc&sort=mtime")) == (Key::Modified, true));
+        assert!(sort_of(Some(b"sort=evil<script>")) == (Key::Name, false));
     }
 }

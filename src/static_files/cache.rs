@@ -191,7 +191,9 @@ impl Files {
                 }
             }
             if self.config.autoindex {
-                return autoindex::render(&file, head.path(), self.config.dotfiles)
+                let (path, query) = (head.path(), head.query());
+                let format = self.config.autoindex_format;
+                return autoindex::render(&file, path, query, self.config.dotfiles, format)
                     .map(Found::Listing)
                     .map_err(Error::Io);
             }

@@ -53,6 +53,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+pub use autoindex::AutoindexFormat;
 use bytes::Bytes;
 pub use cors::Cors;
 pub use settings::{ErrorPage, FilesConfig, Symlinks};

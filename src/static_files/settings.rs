@@ -34,6 +34,8 @@ pub struct FilesConfig {
     pub dotfiles: bool,
     pub index: Vec<String>,
     pub autoindex: bool,
+    /// What a listing is written as.
+    pub autoindex_format: super::AutoindexFormat,
     /// The file (its path from the root, `/index.html`) that answers a GET
     /// or HEAD of a missing path, as a single-page app's router expects.
     pub fallback: Option<String>,

@@ -1,6 +1,7 @@
 //! The pages a site answers beyond its files: `--fallback` (a single-page
 //! app's shell for a missing path), `[[error_page]]` (a site's own page for
-//! an error status) and the built-in error answers (HTML for a browser).
+//! an error status), the built-in error answers (HTML for a browser) and
+//! directory listings (sorted HTML, JSON).
 //! Each answers the same over HTTP/1.1 and HTTP/2: each case asks the real
 //! binary on a new HTTP/1.1 connection and on one h2c connection, and the
 //! two answers must be the same `View` (`common::h2::assert_same`). Both
@@ -241,7 +242,29 @@ fn built_in_errors_are_html_for_browsers(driver: &str) {
     }
 }
 
+/// A listing, HTML sorted or JSON, is the same over both protocols.
+fn listings_answer_the_same(driver: &str) {
+    let mut app = App::start(driver, &["--autoindex"]);
+    for path in [
+        "/assets/",
+        "/docs/?sort=size&order=desc",
+        "/docs/?sort=mtime",
+    ] {
+        let got = app.same(&Exchange::get(path));
+        assert_eq!(got.status, 200, "{path}");
+        assert_eq!(got.field("content-type"), Some("text/html; charset=utf-8"));
+    }
+    let mut app = App::start(driver, &["--autoindex", "--autoindex-format", "json"]);
+    let got = app.same(&Exchange::get("/assets/"));
+    assert_eq!(got.field("content-type"), Some("application/json"));
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&got.body).expect("JSON");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["name"], "app.js");
+    assert_eq!(list[0]["size"], APP_JS.len());
+}
+
 driver_tests! {
+    listings_answer_the_same,
     deep_links_get_the_shell,
     fallback_files_answers_missing_assets_too,
     a_missing_fallback_is_404,
