@@ -192,6 +192,8 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         fallback: c.fallback.clone(),
         fallback_files: c.fallback_files,
         error_pages: c.error_page.clone(),
+        redirects: c.redirect.clone(),
+        rewrites: c.rewrite.clone(),
         cors: super::cors::settings(c)?,
         cache_control: c.cache_control.clone(),
         rules: c.headers.clone(),

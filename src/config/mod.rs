@@ -39,6 +39,7 @@ pub mod http3;
 mod limits;
 mod listen;
 mod raw;
+mod redirects;
 mod setting;
 pub mod sites;
 mod supervision;

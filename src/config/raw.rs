@@ -53,6 +53,7 @@ use super::limits::{
     HEAD_BYTES, OUTPUT_BUFFER_BYTES, WORKER_OUTPUT_BYTES,
 };
 use super::listen::{self, ListenerMode, ADMIN_EXAMPLE, BIND_EXAMPLE, DEFAULT_LISTENER};
+use super::redirects::{self, RedirectRaw, RewriteRaw};
 use super::setting::{as_is, as_usize, optional, or, positive, seconds, settings, within, DAY};
 use super::sites::{UnknownHost, DEFAULT_UNKNOWN_HOST};
 use super::supervision::{
@@ -69,6 +70,7 @@ use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
 use super::Error;
 use super::{http2, http3};
+use crate::static_files::redirects::{Redirect, Rewrite};
 
 settings! {
     /// The configuration as written: every field optional, merged file ← flags.
@@ -276,6 +278,18 @@ settings! {
         cors_allow_credentials: bool => bool = as_is,
             per site Option<bool>, shown |f| f.cors.credentials,
             shown |c| c.files.cors.credentials;
+        /// Redirects (config file only): `[[redirect]] from = "/old/**"` `to = "/new/$1"`.
+        #[arg(skip)]
+        redirect: Option<Vec<RedirectRaw>> => Vec<Redirect> =
+            or(Vec::new(), redirects::redirects),
+            per site Option<Vec<RedirectRaw>>, shown |f| f.redirects,
+            shown |c| c.files.redirects;
+        /// Rewrites (config file only): `[[rewrite]] from = "/blog/*"` `to = "/posts/$1.html"`.
+        #[arg(skip)]
+        rewrite: Option<Vec<RewriteRaw>> => Vec<Rewrite> =
+            or(Vec::new(), redirects::rewrites),
+            per site Option<Vec<RewriteRaw>>, shown |f| f.rewrites,
+            shown |c| c.files.rewrites;
         /// Error pages (config file only): `[[error_page]] status = [404]` `path = "/404.html"`.
         #[arg(skip)]
         error_page: Option<Vec<ErrorPageRaw>> => Vec<ErrorPage> =
@@ -616,7 +630,17 @@ mod tests {
         let longs: Vec<_> = cmd.get_arguments().filter_map(|a| a.get_long()).collect();
         let flags: Vec<_> = FIELDS
             .iter()
-            .filter(|f| !["root", "headers", "error_page", "site"].contains(&f.key))
+            .filter(|f| {
+                ![
+                    "root",
+                    "headers",
+                    "error_page",
+                    "redirect",
+                    "rewrite",
+                    "site",
+                ]
+                .contains(&f.key)
+            })
             .map(|f| f.flag.trim_start_matches("--"))
             .collect();
         assert_eq!(longs, flags);

@@ -40,6 +40,7 @@ mod cors;
 mod encoding;
 mod errors;
 mod range;
+pub(crate) mod redirects;
 mod settings;
 pub(crate) mod uri_path;
 
@@ -199,11 +200,18 @@ impl Files {
     }
 
     fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
+        // 0. a `[[rewrite]]` changes the path looked up (its query is not
+        // the files' concern)
+        let rewritten = self.rewritten(head)?;
+        let path = match &rewritten {
+            Some(p) => p.split('?').next().unwrap_or_default().as_bytes(),
+            None => head.path(),
+        };
         // 1. resolve (a plain path is its own key)
-        let key: std::borrow::Cow<'_, str> = match uri_path::plain(head.path()) {
+        let key: std::borrow::Cow<'_, str> = match uri_path::plain(path) {
             Some(key) => key.into(),
             None => {
-                let resolved = uri_path::resolve(head.path())?;
+                let resolved = uri_path::resolve(path)?;
                 if !self.config.dotfiles && resolved.has_dotfile() {
                     return Err(Error::NotFound);
                 }
@@ -222,7 +230,7 @@ impl Files {
         let entry = match found {
             Found::File(e) => e,
             Found::Redirect => {
-                let resolved = uri_path::resolve(head.path())?;
+                let resolved = uri_path::resolve(path)?;
                 return Ok(self.ruled(redirect_to_slash(&resolved, head), head));
             }
             Found::Listing(r) => return Ok(self.ruled(r, head)),
@@ -306,6 +314,46 @@ impl Files {
             }
         }
         Chosen::of(&entry.reps[0])
+    }
+
+    /// The request's path decoded as rules see it (`/`, the segments, a
+    /// trailing `/` kept); `None` if it does not resolve.
+    fn decoded<'h>(&self, head: &Head<'h>) -> Option<Cow<'h, [u8]>> {
+        let path = head.path();
+        if uri_path::plain(path).is_some() {
+            return Some(Cow::Borrowed(path));
+        }
+        let r = uri_path::resolve(path).ok()?;
+        let mut p = format!("/{}", r.relative_path());
+        if r.trailing_slash && p.len() > 1 {
+            p.push('/');
+        }
+        Some(Cow::Owned(p.into_bytes()))
+    }
+
+    /// The answer of the first `[[redirect]]` that takes the request.
+    fn redirected(&self, head: &Head<'_>) -> Option<Response> {
+        if self.config.redirects.is_empty() {
+            return None;
+        }
+        let path = self.decoded(head)?;
+        let (code, location) = redirects::redirect(&self.config.redirects, &path, head.query())?;
+        let status = Status::from_code(code)?;
+        Some(Response::new(status, Body::Empty).header("Location", location))
+    }
+
+    /// The path the first `[[rewrite]]` that takes the request gives it.
+    fn rewritten(&self, head: &Head<'_>) -> Result<Option<String>, Error> {
+        if self.config.rewrites.is_empty() {
+            return Ok(None);
+        }
+        let Some(path) = self.decoded(head) else {
+            // Not a path: `resolve` says why.
+            return uri_path::resolve(head.path())
+                .map(|_| None)
+                .map_err(Error::from);
+        };
+        Ok(redirects::rewrite(&self.config.rewrites, &path))
     }
 
     /// `--fallback`'s file for a GET or HEAD of a missing path, unless the
@@ -520,6 +568,9 @@ impl Files {
     /// anything else is 405.
     pub fn handle(&self, head: &Head<'_>) -> Response {
         let cors = &self.config.cors;
+        if let Some(resp) = self.redirected(head) {
+            return cors.on_answer(self.ruled(resp, head), head);
+        }
         let resp = match head.method {
             Method::Get | Method::Head => match self.serve(head) {
                 Ok(resp) => resp,

@@ -46,6 +46,10 @@ pub struct FilesConfig {
     pub rules: Vec<HeaderRule>,
     /// Pages answered for error statuses (`[[error_page]]`).
     pub error_pages: Vec<ErrorPage>,
+    /// `[[redirect]]` rules, in order.
+    pub redirects: Vec<super::redirects::Redirect>,
+    /// `[[rewrite]]` rules, in order.
+    pub rewrites: Vec<super::redirects::Rewrite>,
     /// Cross-origin reads (`--cors-*`); off without origins.
     pub cors: super::Cors,
     pub file_cache_ttl: Duration,

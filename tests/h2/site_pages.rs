@@ -1,7 +1,8 @@
 //! The pages a site answers beyond its files: `--fallback` (a single-page
 //! app's shell for a missing path), `[[error_page]]` (a site's own page for
-//! an error status), the built-in error answers (HTML for a browser) and
-//! directory listings (sorted HTML, JSON).
+//! an error status), the built-in error answers (HTML for a browser),
+//! directory listings (sorted HTML, JSON), and `[[redirect]]` and
+//! `[[rewrite]]` rules.
 //! Each answers the same over HTTP/1.1 and HTTP/2: each case asks the real
 //! binary on a new HTTP/1.1 connection and on one h2c connection, and the
 //! two answers must be the same `View` (`common::h2::assert_same`). Both
@@ -263,7 +264,57 @@ fn listings_answer_the_same(driver: &str) {
     assert_eq!(list[0]["size"], APP_JS.len());
 }
 
+const RULES: &str = "[[redirect]]\nfrom = \"/old/**\"\nto = \"/assets/$1\"\n\
+                     [[redirect]]\nfrom = \"/temp/*\"\nto = \"/docs/$1/\"\nstatus = 302\n\
+                     [[redirect]]\nfrom = \"/keep/*\"\nto = \"/assets/$1\"\nstatus = 307\n\
+                     [[redirect]]\nfrom = \"/move/*\"\nto = \"/assets/$1?from=move\"\nstatus = 308\n\
+                     [[redirect]]\nfrom = \"/away\"\nto = \"https://other.example/\"\n\
+                     [[rewrite]]\nfrom = \"/js/*\"\nto = \"/assets/$1\"\n\
+                     [[rewrite]]\nfrom = \"/escape/**\"\nto = \"/$1\"\n";
+
+/// Redirects answer their status with a `Location` made from the decoded
+/// path (captures encoded, the query kept unless replaced); rewrites
+/// answer the other file at once; neither escapes the root.
+fn redirects_and_rewrites_answer_the_same(driver: &str) {
+    let mut app = App::with_config(driver, &[], RULES);
+    for (path, status, location) in [
+        ("/old/app.js", 301, "/assets/app.js"),
+        ("/old/a/b.js?v=2", 301, "/assets/a/b.js?v=2"),
+        ("/temp/guide", 302, "/docs/guide/"),
+        ("/keep/app.js", 307, "/assets/app.js"),
+        ("/move/app.js?x=1", 308, "/assets/app.js?from=move"),
+        ("/away?q=1", 301, "https://other.example/?q=1"),
+        // Decoded, then encoded: what the client sent is never echoed raw.
+        (
+            "/old/%0D%0ASet-Cookie:%20x",
+            301,
+            "/assets/%0D%0ASet-Cookie:%20x",
+        ),
+        ("/old/a%2520b", 301, "/assets/a%2520b"),
+        ("/old/../old/app.js", 301, "/assets/app.js"),
+    ] {
+        let got = app.same(&Exchange::get(path));
+        assert_eq!(got.status, status, "{path}");
+        assert_eq!(got.field("location"), Some(location), "{path}");
+    }
+    // Every method is redirected (a POST gets its 307/308 to repeat).
+    let post = app.same(&Exchange::new("POST", "/keep/app.js").body("x"));
+    assert_eq!(
+        (post.status, post.field("location")),
+        (307, Some("/assets/app.js"))
+    );
+    let js = app.same(&Exchange::get("/js/app.js"));
+    assert_eq!((js.status, &js.body[..]), (200, APP_JS));
+    assert_eq!(app.same(&Exchange::get("/js/missing.js")).status, 404);
+    // A rewrite's result resolves as any path: it cannot climb out.
+    let out = app.same(&Exchange::get("/escape/..%2F..%2Fetc%2Fpasswd"));
+    assert_eq!(out.status, 400);
+    let inside = app.same(&Exchange::get("/escape/assets/app.js"));
+    assert_eq!((inside.status, &inside.body[..]), (200, APP_JS));
+}
+
 driver_tests! {
+    redirects_and_rewrites_answer_the_same,
     listings_answer_the_same,
     deep_links_get_the_shell,
     fallback_files_answers_missing_assets_too,
