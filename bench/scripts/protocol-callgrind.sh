@@ -6,8 +6,11 @@
 # whole process counted.
 #
 # usage: protocol-callgrind.sh [--requests N] [--servery BIN] [--before BIN] [--out DIR]
+#                              [--serve-args ARGS] [--before-args ARGS]
 # Prints each build's instructions a request for each protocol and, with --before, the
-# difference in per cent.
+# difference in per cent. --serve-args (and --before-args, for the --before build) are
+# more `serve` flags, split on spaces (e.g. "--config rules.toml": the same build with
+# and without rules is --servery BIN --before BIN --serve-args "--config rules.toml").
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,14 +19,18 @@ requests=10000
 servery=$repo/target/release/servery
 before=""
 out=$(mktemp -d /tmp/protocol-callgrind.XXXXXX)
+serve_args=""
+before_args=""
 while (($#)); do
 	case $1 in
 	--requests) requests=$2 && shift ;;
 	--servery) servery=$2 && shift ;;
 	--before) before=$2 && shift ;;
 	--out) out=$2 && shift ;;
+	--serve-args) serve_args=$2 && shift ;;
+	--before-args) before_args=$2 && shift ;;
 	-h | --help)
-		sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
@@ -52,11 +59,13 @@ trap cleanup EXIT INT TERM
 head -c 1024 /dev/zero | tr '\0' 'a' >"$root/1k.txt"
 
 declare -A per
-run() { # name binary protocol
+run() { # name binary protocol extra-args
 	local name=$1 bin=$2 protocol=$3
+	local -a extra
+	read -r -a extra <<<"$4"
 	local port=$((20000 + RANDOM % 20000))
 	valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.$name.$protocol" \
-		"$bin" serve --driver epoll --workers 1 --no-pin --bind "127.0.0.1:$port" "$root" \
+		"$bin" serve --driver epoll --workers 1 --no-pin --bind "127.0.0.1:$port" "${extra[@]}" "$root" \
 		>/dev/null 2>"$out/valgrind.$name.$protocol.log" &
 	pid=$!
 	local url="http://127.0.0.1:$port/1k.txt"
@@ -85,8 +94,8 @@ run() { # name binary protocol
 }
 
 for protocol in h1 h2c; do
-	[[ -n $before ]] && run before "$before" "$protocol"
-	run after "$servery" "$protocol"
+	[[ -n $before ]] && run before "$before" "$protocol" "$before_args"
+	run after "$servery" "$protocol" "$serve_args"
 done
 if [[ -n $before ]]; then
 	for protocol in h1 h2c; do
