@@ -43,6 +43,7 @@ pub struct Cors {
 }
 
 impl Cors {
+    #[inline]
     pub fn is_on(&self) -> bool {
         !self.origins.is_empty()
     }
@@ -53,6 +54,7 @@ impl Cors {
 
     /// The fields every answer of the site carries, whatever the request
     /// (prebuilt into file heads).
+    #[inline]
     pub(super) fn fixed_fields(&self) -> Option<(&'static str, &'static str)> {
         match (self.is_on(), self.any()) {
             (false, _) => None,

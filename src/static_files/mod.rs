@@ -202,7 +202,10 @@ impl Files {
     fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
         // 0. a `[[rewrite]]` changes the path looked up (its query is not
         // the files' concern)
-        let rewritten = self.rewritten(head)?;
+        let rewritten = match self.config.rewrites.is_empty() {
+            true => None,
+            false => self.rewritten(head)?,
+        };
         let path = match &rewritten {
             Some(p) => p.split('?').next().unwrap_or_default().as_bytes(),
             None => head.path(),
@@ -568,8 +571,12 @@ impl Files {
     /// anything else is 405.
     pub fn handle(&self, head: &Head<'_>) -> Response {
         let cors = &self.config.cors;
-        if let Some(resp) = self.redirected(head) {
-            return cors.on_answer(self.ruled(resp, head), head);
+        // Each rule is one check when it is not configured: what a site
+        // without rules pays.
+        if !self.config.redirects.is_empty() {
+            if let Some(resp) = self.redirected(head) {
+                return cors.on_answer(self.ruled(resp, head), head);
+            }
         }
         let resp = match head.method {
             Method::Get | Method::Head => match self.serve(head) {
@@ -585,7 +592,11 @@ impl Files {
             },
             Method::Other => self.refused(&Refusal::MethodNotAllowed, head),
         };
-        cors.on_answer(resp, head)
+        if cors.is_on() {
+            cors.on_answer(resp, head)
+        } else {
+            resp
+        }
     }
 }
 

@@ -44,6 +44,9 @@ type Caps = [(usize, usize); MAX_CAPTURES];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     pattern: String,
+    /// The bytes before the first wildcard: a path without them is no
+    /// match, found with no pass at all (most paths, against most rules).
+    prefix: usize,
     tokens: Vec<Token>,
     /// The capture of each wildcard token.
     cap_of: Vec<usize>,
@@ -72,8 +75,13 @@ impl Glob {
             tokens.push(t);
             i += width;
         }
+        let prefix = p
+            .iter()
+            .position(|&b| b == b'*' || b == b'?')
+            .unwrap_or(p.len());
         (captures <= MAX_CAPTURES).then(|| Glob {
             pattern: pattern.to_owned(),
+            prefix,
             tokens,
             cap_of,
             captures,
@@ -90,6 +98,13 @@ impl Glob {
 
     /// The spans of each capture if `path` matches.
     fn matches(&self, path: &[u8]) -> Option<Vec<(usize, usize)>> {
+        let literal = &self.pattern.as_bytes()[..self.prefix];
+        if !path.starts_with(literal) {
+            return None;
+        }
+        if self.captures == 0 {
+            return (path.len() == literal.len()).then(Vec::new);
+        }
         let n = self.tokens.len();
         let mut list: Vec<(usize, Caps)> = Vec::with_capacity(n + 1);
         let mut next: Vec<(usize, Caps)> = Vec::with_capacity(n + 1);
