@@ -323,7 +323,7 @@ impl Files {
     /// trailing `/` kept); `None` if it does not resolve.
     fn decoded<'h>(&self, head: &Head<'h>) -> Option<Cow<'h, [u8]>> {
         let path = head.path();
-        if uri_path::plain(path).is_some() {
+        if uri_path::is_plain(path) {
             return Some(Cow::Borrowed(path));
         }
         let r = uri_path::resolve(path).ok()?;

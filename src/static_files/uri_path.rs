@@ -76,7 +76,17 @@ impl Resolved {
 /// without its leading `/`, with no decoding and no allocation; `None`
 /// sends the path to [`resolve`].
 pub(crate) fn plain(target_path: &[u8]) -> Option<&str> {
-    let rest = target_path.strip_prefix(b"/")?;
+    if !is_plain(target_path) {
+        return None;
+    }
+    std::str::from_utf8(&target_path[1..]).ok()
+}
+
+/// Whether [`plain`] takes `target_path` (without making its `str`).
+pub(crate) fn is_plain(target_path: &[u8]) -> bool {
+    let Some(rest) = target_path.strip_prefix(b"/") else {
+        return false;
+    };
     let mut after_slash = true;
     for &b in rest {
         let ok = match b {
@@ -86,11 +96,11 @@ pub(crate) fn plain(target_path: &[u8]) -> Option<&str> {
             _ => b.is_ascii_graphic(),
         };
         if !ok {
-            return None;
+            return false;
         }
         after_slash = b == b'/';
     }
-    std::str::from_utf8(rest).ok()
+    true
 }
 
 /// Turns the path part of a request target (before `?`) into a [`Resolved`] relative path.
