@@ -164,44 +164,26 @@ pub fn on_error_for(refusal: &Refusal, html: bool) -> Response {
     if let Refusal::Parse(e) = refusal {
         tracing::debug!(error = %e, status = status.code(), "request refused");
     }
-    macro_rules! texts {
-        ($($code:literal => $reason:literal,)*) => {
-            match (status.code(), html) {
-                $(
-                    ($code, false) => concat!($code, " ", $reason, "\n"),
-                    ($code, true) => concat!(
-                        "<!doctype html>\n<html><head><meta charset=\"utf-8\">",
-                        "<title>", $code, " ", $reason, "</title></head>\n",
-                        "<body><h1>", $code, " ", $reason, "</h1></body></html>\n"
-                    ),
-                )*
-                (_, false) => "error\n",
-                (_, true) => "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>error</title></head>\n<body><h1>error</h1></body></html>\n",
-            }
-        };
-    }
-    let body: &'static str = texts! {
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        416 => "Range Not Satisfiable",
-        421 => "Misdirected Request",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
+    // The reason phrase is the status's own (`Status::reason`).
+    let name = match status.reason() {
+        "" => "error".to_owned(),
+        reason => format!("{} {reason}", status.code()),
+    };
+    let body = if html {
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{name}</title></head>\n\
+             <body><h1>{name}</h1></body></html>\n"
+        )
+    } else {
+        format!("{name}\n")
     };
     let content_type = if html {
         "text/html; charset=utf-8"
     } else {
         "text/plain; charset=utf-8"
     };
-    let resp = Response::new(status, Body::Bytes(Bytes::from_static(body.as_bytes())))
-        .header("Content-Type", content_type);
+    let resp =
+        Response::new(status, Body::Bytes(Bytes::from(body))).header("Content-Type", content_type);
     match refusal {
         Refusal::MethodNotAllowed => resp.header("Allow", ALLOW),
         _ => resp,
