@@ -1401,6 +1401,36 @@ fn metric(server: &TestServer, series: &str) -> u64 {
     common::metric(&text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}")) as u64
 }
 
+/// `--file-cache-entries` and `--memory-cache-bytes` are totals for the
+/// server: each worker holds its share, which `/metrics` shows.
+fn file_cache_budgets_are_shared_among_the_workers(driver: &str) {
+    let site = site();
+    for (workers, entries, bytes) in [("1", 1000, 8_000_000), ("2", 500, 4_000_000)] {
+        let server = serve(
+            driver,
+            &site,
+            &[
+                "--admin",
+                "127.0.0.1:0",
+                "--workers",
+                workers,
+                "--file-cache-entries",
+                "1000",
+                "--memory-cache-bytes",
+                "8000000",
+            ],
+        );
+        let n: usize = workers.parse().unwrap();
+        for w in 0..n {
+            let e = format!("servery_file_cache_entries_share{{worker=\"{w}\"}}");
+            let b = format!("servery_memory_cache_bytes_share{{worker=\"{w}\"}}");
+            assert_eq!(metric(&server, &e), entries, "{workers} workers: {e}");
+            assert_eq!(metric(&server, &b), bytes, "{workers} workers: {b}");
+        }
+        assert_eq!(server.get("/hello.txt").status, 200);
+    }
+}
+
 fn responses_are_counted_by_class_in_metrics(driver: &str) {
     let site = site();
     let server = serve(driver, &site, &["--admin", "127.0.0.1:0"]);
@@ -1456,6 +1486,7 @@ fn half_closed_client_gets_its_answers(driver: &str) {
 }
 
 driver_tests! {
+    file_cache_budgets_are_shared_among_the_workers,
     get_file_returns_exact_body_and_headers,
     content_type_follows_extension,
     query_string_does_not_change_the_file,

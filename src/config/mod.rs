@@ -235,6 +235,17 @@ impl Config {
             .is_some_and(|a| a.challenge == AcmeChallenge::TlsAlpn01)
     }
 
+    /// Each worker's share of the server's file caches: `--file-cache-entries`
+    /// (at least one) and `--memory-cache-bytes` divided among the workers
+    /// (each then splits its share among the sites).
+    pub fn file_cache_shares(&self) -> (usize, usize) {
+        let workers = self.workers.get();
+        (
+            (self.files.file_cache_entries.get() / workers).max(1),
+            self.files.memory_cache_bytes / workers,
+        )
+    }
+
     /// How many worker processes share what one process would hold alone
     /// (the compression cache): the workers in process isolation, else 1.
     pub fn worker_processes(&self) -> usize {

@@ -229,7 +229,7 @@ settings! {
         file_cache_ttl: Option<Seconds> => Duration =
             or(files::DEFAULT_FILE_CACHE_TTL_S, files::cache_ttl),
             shown |c| c.files.file_cache_ttl;
-        /// Open files cached per worker.
+        /// Open files cached by the whole server (each worker holds its share).
         #[arg(long, value_name = "N")]
         file_cache_entries: Option<u64> => NonZeroUsize =
             or(files::DEFAULT_FILE_CACHE_ENTRIES as u64, positive),
@@ -239,7 +239,7 @@ settings! {
         small_file_max: Option<Size> => u64 =
             or(files::DEFAULT_SMALL_FILE_MAX_BYTES, files::small_file_max),
             shown |c| c.files.small_file_max;
-        /// Memory for small files, per worker.
+        /// Memory for small files, for the whole server (each worker holds its share).
         #[arg(long, value_name = "SIZE")]
         memory_cache_bytes: Option<Size> => usize =
             or(files::DEFAULT_MEMORY_CACHE_BYTES as u64, as_usize),

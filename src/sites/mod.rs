@@ -61,6 +61,7 @@ impl Sites {
     pub fn factory(
         sites: &SitesConfig,
         processes: usize,
+        workers: usize,
     ) -> impl Fn(usize) -> Result<Sites, MakeError> + Send + Sync + 'static {
         let sites = sites.clone();
         // Read before any worker pins itself: the compressor thread, started
@@ -82,14 +83,17 @@ impl Sites {
                     shared.get_or_init(|| started).clone()
                 }
             };
+            // The caches' settings are totals for the server: a worker's
+            // share (`Config::file_cache_shares`), split among its sites.
             let n = sites.list.len().max(1);
+            let share = workers.max(1) * n;
             let mut files = Vec::with_capacity(n);
             for site in &sites.list {
                 let mut settings = site.files.clone();
                 settings.file_cache_entries =
-                    NonZeroUsize::new(settings.file_cache_entries.get() / n)
+                    NonZeroUsize::new(settings.file_cache_entries.get() / share)
                         .unwrap_or(NonZeroUsize::MIN);
-                settings.memory_cache_bytes /= n;
+                settings.memory_cache_bytes /= share;
                 let compression = settings.compression.as_ref().and(compression.clone());
                 let f = Files::open(&site.root, settings, compression)
                     .map_err(|e| format!("site {:?}: {e}", site.name))?;

@@ -238,6 +238,14 @@ impl<F: ServiceFactory> Host for Live<F> {
         slot: usize,
     ) -> Result<Member, Error> {
         let stats = self.stats_for(slot);
+        let (entries, bytes) = plan.config.file_cache_shares();
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            stats
+                .file_cache_entries_share
+                .store(entries as u64, Relaxed);
+            stats.memory_cache_bytes_share.store(bytes as u64, Relaxed);
+        }
         let listeners = plan.listeners.as_ref().ok_or(Error::Spawn {
             worker: slot,
             source: std::io::Error::other("listeners already closed"),

@@ -143,7 +143,7 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
         &'static str,
         fn(&WorkerStats) -> u64,
     );
-    let series: [Series; 29] = [
+    let series: [Series; 31] = [
         (
             "servery_connections_accepted_total",
             "counter",
@@ -155,6 +155,18 @@ pub fn render_metrics(stats: &[Arc<WorkerStats>]) -> String {
             "gauge",
             "Connections open now.",
             |s| WorkerStats::get(&s.connections_open),
+        ),
+        (
+            "servery_file_cache_entries_share",
+            "gauge",
+            "The worker's share of --file-cache-entries (a total for the server).",
+            |s| WorkerStats::get(&s.file_cache_entries_share),
+        ),
+        (
+            "servery_memory_cache_bytes_share",
+            "gauge",
+            "The worker's share of --memory-cache-bytes (a total for the server).",
+            |s| WorkerStats::get(&s.memory_cache_bytes_share),
         ),
         (
             "servery_tls_handshakes_total",

@@ -143,6 +143,11 @@ pub struct WorkerStats {
     /// as its beats report them (`--isolation process` only: threads share
     /// the process's count, which the admin endpoint reads directly).
     pub peer_misbehaviour: AtomicU64,
+    /// The worker's share of the server's file caches (`--file-cache-entries`,
+    /// `--memory-cache-bytes` divided among the workers), set by the
+    /// supervisor as it starts the worker.
+    pub file_cache_entries_share: AtomicU64,
+    pub memory_cache_bytes_share: AtomicU64,
     /// Last reported RSS of the worker's process (from beats).
     pub rss_bytes: AtomicU64,
     /// Last reported CPU time of the worker (from beats), microseconds.
