@@ -254,6 +254,11 @@ fn bad_values_exit_2_naming_their_field() {
         (&["--max-headers", "0"], "--max-headers"),
         (&["--max-headers", "100000"], "--max-headers"),
         (&["--max-connections", "0"], "--max-connections"),
+        // Merged into --max-connections (a total since issue 29).
+        (
+            &["--max-connections-total", "10"],
+            "--max-connections-total",
+        ),
         (&["--admin", "nope"], "--admin"),
         (&["--no-pin", "--cpus", "0"], "--cpus"),
     ] {

@@ -934,7 +934,7 @@ fn the_global_budget_caps_connections_across_workers(watch: &str) {
     let sup = start(
         watch,
         root.path(),
-        &["--workers", "2", "--max-connections-total", "3"],
+        &["--workers", "2", "--max-connections", "3"],
         None,
     );
     sup.wait_workers(2);

@@ -31,8 +31,11 @@ pub(super) fn conn(c: &Checked, force_timeout: Duration) -> Result<ConnSettings,
         send_timeout: c.send_timeout,
         output_buffer_bytes,
         worker_output_bytes,
-        max_connections: c.max_connections,
-        max_connections_total: c.max_connections_total,
+        max_connections: {
+            // Its rule refuses any value: merged into this one.
+            debug_assert!(c.max_connections_total.is_none());
+            c.max_connections
+        },
         tls_handshake_timeout: c.tls_handshake_timeout,
         ktls: c.ktls,
         tls_handshake_buffer_bytes: c.tls_handshake_buffer_bytes,
@@ -133,11 +136,14 @@ pub(crate) fn lingering_bytes(field: Field, n: u64) -> Result<u64, Error> {
 }
 
 /// `--max-connections-total`: a cap of 0 would admit nobody.
+/// `--max-connections-total`: merged into `--max-connections`, which is
+/// the server's total since issue 29; a config that still says it is
+/// refused with the way to say it now (no silent change of meaning).
 pub(crate) fn total_connections(field: Field, n: u64) -> Result<u64, Error> {
-    if n == 0 {
-        return Err(field.invalid("0 would admit nobody; use 1 or more"));
-    }
-    Ok(n)
+    Err(field.invalid(format!(
+        "merged into --max-connections, which is now the total for the whole server; \
+         give --max-connections {n} (max_connections = {n}) instead"
+    )))
 }
 
 /// The most unread request-body bytes one worker's HTTP/2 connections may
@@ -215,12 +221,13 @@ mod tests {
     #[test]
     fn zero_caps_are_refused_with_the_reason() {
         let r = RawConfig {
-            max_connections_total: Some(0),
+            max_connections_total: Some(5000),
             ..raw()
         };
         assert_eq!(
             err(r),
-            "--max-connections-total: 0 would admit nobody; use 1 or more"
+            "--max-connections-total: merged into --max-connections, which is now the total \
+             for the whole server; give --max-connections 5000 (max_connections = 5000) instead"
         );
         let r = RawConfig {
             lingering_bytes: Some(Size(0)),

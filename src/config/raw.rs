@@ -121,7 +121,7 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         force_timeout: Option<Seconds> => Option<Duration> = optional(seconds(DAY)),
             shown |c| c.conn.force_timeout;
-        /// Open connections per worker.
+        /// Open connections, for the whole server (any worker may hold them).
         #[arg(long, value_name = "N")]
         max_connections: Option<u64> => NonZeroUsize = or(DEFAULT_MAX_CONNECTIONS as u64, positive),
             shown |c| c.conn.max_connections;
@@ -365,10 +365,10 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         beat_timeout: Option<Seconds> => Duration = or(DEFAULT_BEAT_TIMEOUT_S, seconds(DAY)),
             shown |c| c.beat_timeout;
-        /// Open connections across all workers (default: per-worker cap only).
-        #[arg(long, value_name = "N")]
+        /// Merged into `--max-connections` (now a total); refused with how to say it.
+        #[arg(long, value_name = "N", hide = true)]
         max_connections_total: Option<u64> => Option<u64> = optional(limits::total_connections),
-            shown |c| c.conn.max_connections_total;
+            shown |_c| None::<u64>;
         /// Address of a TLS listener; repeatable, beside plain `--bind`s.
         #[arg(long, value_name = "ADDR")]
         tls_bind: Option<Vec<String>> => Vec<SocketAddr> =

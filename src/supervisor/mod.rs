@@ -318,10 +318,9 @@ impl<F: ServiceFactory> Server<F> {
             ),
             Isolation::Thread => None,
         };
-        let budget = match config.conn.max_connections_total {
-            Some(_) => Some(Arc::new(SharedCounter::create().map_err(Error::Budget)?)),
-            None => None,
-        };
+        // `--max-connections` is the server's total: one counter every
+        // worker (process) and generation shares.
+        let budget = Some(Arc::new(SharedCounter::create().map_err(Error::Budget)?));
         let mut host = Live {
             factory: self.factory.clone(),
             remake: self.remake,

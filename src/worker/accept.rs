@@ -83,8 +83,8 @@ async fn admit<H: Service>(
         return true;
     }
     WorkerStats::add(&ctx.stats.connections_accepted, 1);
-    if let (Some(limit), Some(budget)) = (ctx.settings.max_connections_total, &ctx.registry.budget)
-    {
+    if let Some(budget) = &ctx.registry.budget {
+        let limit = ctx.settings.max_connections.get() as u64;
         // The global budget is spent: hold this connection (and accept no
         // more) until any worker frees a unit.
         while !budget.try_acquire(limit) {

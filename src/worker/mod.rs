@@ -63,7 +63,8 @@ pub(crate) struct Init<F> {
     pub stats: Arc<WorkerStats>,
     pub control: flume::Receiver<Control>,
     pub report: Arc<dyn Fn(Report) + Send + Sync>,
-    /// The connection budget shared by all workers (with `max_connections_total`).
+    /// The connection budget shared by all workers: `--max-connections`, a
+    /// total for the server.
     pub budget: Option<Arc<crate::sys::shm::SharedCounter>>,
     /// Which of `sockets` are TLS listeners (same order).
     pub tls_flags: Vec<bool>,

@@ -66,9 +66,9 @@ pub(crate) struct Registry {
     entries: RefCell<Slab<Entry>>,
     /// Woken when a connection closes (accept loop at the cap, drain end).
     closed: Waiters,
-    /// The global connection budget, when `--max-connections-total` is set:
-    /// a unit is taken by the accept loop and given back when the
-    /// connection's registration drops.
+    /// The server's connection budget (`--max-connections`, a total): a
+    /// unit is taken by the accept loop and given back when the
+    /// connection's registration drops. `None` only in unit tests.
     pub(crate) budget: Option<std::sync::Arc<crate::sys::shm::SharedCounter>>,
     /// Sweeps done so far (the clock of parked connections).
     tick: Cell<u64>,

@@ -30,10 +30,9 @@ pub struct ConnSettings {
     pub output_buffer_bytes: usize,
     /// The same for all of a worker's connections together.
     pub worker_output_bytes: usize,
-    /// Open connections per worker.
+    /// `--max-connections`: open connections for the whole server, which
+    /// the shared budget enforces; a worker alone may hold all of them.
     pub max_connections: NonZeroUsize,
-    /// `--max-connections-total`: the global cap the shared budget enforces.
-    pub max_connections_total: Option<u64>,
     /// Time allowed for a TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// Handshake messages a worker's connections may hold beyond their
