@@ -202,9 +202,10 @@ impl Files {
     fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
         // 0. a `[[rewrite]]` changes the path looked up (its query is not
         // the files' concern)
-        let rewritten = match self.config.rewrites.is_empty() {
-            true => None,
-            false => self.rewritten(head)?,
+        let rewritten = if self.config.rewrites.is_empty() {
+            None
+        } else {
+            self.rewritten(head)?
         };
         let path = match &rewritten {
             Some(p) => p.split('?').next().unwrap_or_default().as_bytes(),
@@ -520,16 +521,8 @@ impl Files {
         if let Fields::List(fields) = &mut resp.fields {
             // The decoded path, as a file's rules see it; the path as sent
             // when it does not resolve (a rule on `/**` still applies).
-            match uri_path::resolve(head.path()) {
-                Ok(r) => {
-                    let mut path = format!("/{}", r.relative_path());
-                    if r.trailing_slash && path.len() > 1 {
-                        path.push('/');
-                    }
-                    rules::set_on_fields(&self.config.rules, path.as_bytes(), fields);
-                }
-                Err(_) => rules::set_on_fields(&self.config.rules, head.path(), fields),
-            }
+            let path = self.decoded(head).unwrap_or(Cow::Borrowed(head.path()));
+            rules::set_on_fields(&self.config.rules, &path, fields);
         }
         resp
     }
