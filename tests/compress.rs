@@ -392,48 +392,242 @@ fn ranges_of_a_cached_variant_have_its_length_and_etag(driver: &str) {
     );
 }
 
-fn a_large_file_is_identity_until_its_variant_is_made(driver: &str) {
+fn a_large_file_is_compressed_from_its_first_answer(driver: &str) {
     let site = site();
     let server = serve(driver, site.path(), &[]);
     let file = js(BIG_LEN, 2);
+    // The first answer: compressed as it is sent, no length, the stored
+    // variant's tag made weak.
     let first = get_ae(&server, "/big.js", "gzip");
-    // Whatever the first gets, it is whole and right; and ranges are of
-    // what it says it is.
-    assert_eq!(decoded(&first), file);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("content-encoding"), Some("gzip"), "{first:?}");
+    assert_eq!(first.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(first.content_length(), None);
     assert_eq!(first.header_all("vary"), ["Accept-Encoding"]);
+    let weak = first.header("etag").unwrap().to_owned();
+    assert!(
+        weak.starts_with("W/\"") && weak.ends_with("+gzip.6\""),
+        "{weak}"
+    );
+    assert_eq!(decoded(&first), file);
+    assert!(first.body.len() < file.len() / 2, "{}", first.body.len());
+    // A HEAD says the same, with no body.
+    let head = fetch(&server, "HEAD", "/big.js", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-encoding"), Some("gzip"));
+    assert_eq!(head.content_length(), None);
+    // A range is never of a stream: of identity until the variant is stored,
+    // then of the variant, each saying which.
     let resp = get(
         &server,
         "/big.js",
         &[("Accept-Encoding", "gzip"), ("Range", "bytes=1000-1999")],
     );
-    assert_eq!(resp.status, 206);
-    let total = match resp.header("content-encoding") {
-        None => file.len(),
-        Some(_) => first.body.len(),
-    };
-    assert_eq!(
-        resp.header("content-range"),
-        Some(format!("bytes 1000-1999/{total}").as_str()),
-        "{resp:?}"
-    );
+    assert_eq!(resp.status, 206, "{resp:?}");
+    assert!(!resp.header("etag").unwrap().starts_with("W/"));
     if resp.header("content-encoding").is_none() {
         assert_eq!(resp.body, &file[1000..2000]);
+        assert_eq!(
+            resp.header("content-range"),
+            Some(format!("bytes 1000-1999/{}", file.len()).as_str())
+        );
     }
-    // The background compressor makes it; later requests get it.
+    // If-Range compares strongly: the weak tag never splices a range.
+    let resp = get(
+        &server,
+        "/big.js",
+        &[
+            ("Accept-Encoding", "gzip"),
+            ("Range", "bytes=0-9"),
+            ("If-Range", &weak),
+        ],
+    );
+    assert_ne!(resp.status, 206, "{resp:?}");
+    // The background compressor stores the variant; later requests get it,
+    // with its length and strong tag.
     let deadline = Instant::now() + Duration::from_secs(20);
     let variant = loop {
         let resp = get_ae(&server, "/big.js", "gzip");
-        if resp.header("content-encoding") == Some("gzip") {
+        assert_eq!(resp.header("content-encoding"), Some("gzip"));
+        if resp.content_length().is_some() {
             break resp;
         }
-        assert!(Instant::now() < deadline, "never compressed");
-        assert_eq!(resp.body, file);
+        assert!(Instant::now() < deadline, "never stored");
+        assert_eq!(decoded(&resp), file);
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(decoded(&variant), file);
-    assert!(variant.header("etag").unwrap().ends_with("+gzip.6\""));
+    let strong = variant.header("etag").unwrap();
+    assert_eq!(format!("W/{strong}"), weak);
+    // A revalidation with the first answer's tag: 304 (weak comparison).
+    let resp = get(
+        &server,
+        "/big.js",
+        &[("Accept-Encoding", "gzip"), ("If-None-Match", &weak)],
+    );
+    assert_eq!(resp.status, 304, "{resp:?}");
+    assert!(metrics_value(&server, "servery_compress_streams_total") >= 1);
     assert!(metrics_value(&server, "servery_compress_background_total") >= 1);
     assert_eq!(metrics_value(&server, "servery_compress_inline_total"), 0);
+}
+
+/// The acceptance case: a 200 KB script, its very first request, over
+/// HTTP/1.1 (chunked), HTTP/1.0 (ended by the close) and HTTP/2, each
+/// coding.
+fn a_200_kb_script_is_compressed_on_the_very_first_request(driver: &str) {
+    use common::h2::{Client, Exchange};
+    let dir = tempfile::tempdir().unwrap();
+    let script = js(200 * 1000, 7);
+    for name in ["a.js", "b.js", "c.js", "d.js"] {
+        fs::write(dir.path().join(name), &script).unwrap();
+    }
+    let server = serve(driver, dir.path(), &[]);
+    for (path, coding) in [("/a.js", "br"), ("/b.js", "zstd")] {
+        let resp = get_ae(&server, path, coding);
+        assert_eq!(resp.header("content-encoding"), Some(coding), "{resp:?}");
+        assert_eq!(decoded(&resp), script, "{coding}");
+    }
+    // HTTP/1.0 has no chunks: the body ends with the connection.
+    let mut s = common::connect(server.addr());
+    s.write_all(b"GET /c.js HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(
+        !head.contains("content-length") && !head.contains("chunked"),
+        "{head}"
+    );
+    assert_eq!(decode(Some("gzip"), &raw[split..]), script);
+    // HTTP/2: the stream ends the body.
+    let mut client = Client::connect(server.addr());
+    let answer = client.send(&Exchange::get("/d.js").field("accept-encoding", "gzip"));
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-encoding"), Some("gzip"));
+    assert_eq!(answer.header("content-length"), None);
+    assert!(answer.header("etag").unwrap().starts_with("W/"));
+    assert_eq!(decode(Some("gzip"), &answer.body), script);
+    assert_eq!(metrics_value(&server, "servery_compress_streams_total"), 4);
+    assert_eq!(metrics_value(&server, "servery_compress_inline_total"), 0);
+}
+
+/// `--compress-streams` bounds the worker's streams, in number and so in
+/// memory: clients that ask and never read hold at most that many encoders
+/// (each under 3 MiB, measured from /proc); past it, identity; a stream
+/// whose client goes away gives its place back. The file compresses badly
+/// (random base64), so no stream can end into the sockets' buffers while
+/// its client reads nothing.
+#[test]
+fn stalled_streams_are_bounded_in_number_and_memory() {
+    const STREAMS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = 0x1234_5678_9abc_def1u64;
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let noise: Vec<u8> = (0..8 * 1000 * 1000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            alphabet[(state % 64) as usize]
+        })
+        .collect();
+    fs::write(dir.path().join("noise.txt"), &noise).unwrap();
+    // Its variant would not fit the cache, so it is never stored: every
+    // answer is a stream or identity.
+    let streams = STREAMS.to_string();
+    let server = serve(
+        "uring",
+        dir.path(),
+        &[
+            "--workers",
+            "1",
+            "--compress-streams",
+            &streams,
+            "--compress-cache-bytes",
+            "1048576",
+        ],
+    );
+    let stalled = |coding: &str| -> std::net::TcpStream {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_recv_buffer_size(4 * 1024).expect("SO_RCVBUF");
+        sock.connect(&server.addr().into()).unwrap();
+        let mut s: std::net::TcpStream = sock.into();
+        let req =
+            format!("GET /noise.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: {coding}\r\n\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        s
+    };
+    let head = || {
+        let mut s = common::connect(server.addr());
+        s.write_all(b"HEAD /noise.txt HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n")
+            .unwrap();
+        read_response_head_only(&mut s)
+    };
+    // Warm the worker (its file cache, its first connection).
+    assert_eq!(head().status, 200);
+    let before = rss_bytes(server.pid());
+    let codings = ["gzip", "br", "zstd"];
+    let held: Vec<_> = (0..STREAMS).map(|i| stalled(codings[i % 3])).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metrics_value(&server, "servery_compress_streams_total") < STREAMS as u64 {
+        assert!(Instant::now() < deadline, "the streams never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let held_rss = rss_bytes(server.pid());
+    let per_stream = held_rss.saturating_sub(before) / STREAMS as u64;
+    eprintln!(
+        "RSS before {} KiB, with {STREAMS} stalled streams {} KiB: {} KiB a stream",
+        before >> 10,
+        held_rss >> 10,
+        per_stream >> 10
+    );
+    assert!(
+        per_stream < 3 * 1024 * 1024,
+        "{} KiB a stream",
+        per_stream >> 10
+    );
+    // Every place taken: more clients get identity, its length said, and
+    // hold no encoder.
+    let more: Vec<_> = (0..STREAMS).map(|i| stalled(codings[i % 3])).collect();
+    let resp = head();
+    assert_eq!(resp.header("content-encoding"), None, "{resp:?}");
+    assert_eq!(resp.content_length(), Some(noise.len() as u64));
+    assert!(metrics_value(&server, "servery_compress_streams_busy_total") > STREAMS as u64);
+    assert_eq!(
+        metrics_value(&server, "servery_compress_streams_total"),
+        STREAMS as u64
+    );
+    // The stalled clients leave; their places come back.
+    drop(held);
+    drop(more);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let resp = head();
+        if resp.header("content-encoding") == Some("gzip") {
+            assert_eq!(resp.content_length(), None);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the places never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And a whole stream decodes to the file.
+    let resp = get_ae(&server, "/noise.txt", "gzip");
+    assert_eq!(resp.header("content-encoding"), Some("gzip"));
+    assert!(decoded(&resp) == noise, "the stream decodes to the file");
+}
+
+#[test]
+fn no_streams_keeps_identity_until_the_variant_is_stored() {
+    let site = site();
+    let server = serve("uring", site.path(), &["--compress-streams", "0"]);
+    let first = get_ae(&server, "/big.js", "gzip");
+    assert_eq!(first.header("content-encoding"), None, "{first:?}");
+    assert!(first.body == js(BIG_LEN, 2), "identity, whole");
+    assert_eq!(metrics_value(&server, "servery_compress_streams_total"), 0);
 }
 
 fn small_untyped_and_oversized_files_are_untouched(driver: &str) {
@@ -575,7 +769,12 @@ fn a_flood_of_large_files_stays_within_the_budget_and_the_compressor_bound() {
     let server = TestServer::builder()
         .root(dir.path())
         .admin()
-        .args(&["--compress-cache-bytes", &budget.to_string()])
+        .args(&[
+            "--compress-cache-bytes",
+            &budget.to_string(),
+            "--compress-streams",
+            "2",
+        ])
         .start();
     let (pid, addr) = (server.pid(), server.addr());
     let before = rss_bytes(pid);
@@ -597,7 +796,12 @@ fn a_flood_of_large_files_stays_within_the_budget_and_the_compressor_bound() {
                             let path = format!("/l{i}.js");
                             let resp = fetch_at(addr, "GET", &path, &[("Accept-Encoding", coding)]);
                             assert_eq!(resp.status, 200);
-                            assert_eq!(resp.body.len() as u64, resp.content_length().unwrap());
+                            match resp.content_length() {
+                                Some(n) => assert_eq!(resp.body.len() as u64, n),
+                                // Compressed as sent: whole, as its last
+                                // chunk said.
+                                None => assert!(!resp.body.is_empty()),
+                            }
                         }
                     }
                 })
@@ -635,8 +839,10 @@ fn a_flood_of_large_files_stays_within_the_budget_and_the_compressor_bound() {
         got("servery_compress_cache_bytes")
     );
     // Budget + one 4 MiB file and its output + brotli's state (a 4 MiB
-    // window, its hash tables) + allocator slack.
-    let bound = before + budget + 2 * len as u64 + 48 * 1024 * 1024;
+    // window, its hash tables) + two streams a worker (each under 3 MiB,
+    // `stalled_streams_are_bounded_in_number_and_memory`) + allocator slack.
+    let streams = 2 * 2 * 3 * 1024 * 1024;
+    let bound = before + budget + 2 * len as u64 + streams + 48 * 1024 * 1024;
     assert!(
         peak <= bound,
         "peak RSS {} MiB > {} MiB (before {} MiB)",
@@ -698,6 +904,7 @@ fn bad_compression_settings_are_refused_naming_the_flag() {
             "--compress-cache-bytes",
         ),
         (vec!["--compress", "maybe"], "--compress"),
+        (vec!["--compress-streams", "5000"], "--compress-streams"),
     ] {
         let out = std::process::Command::new(common::BIN)
             .arg("check-config")
@@ -721,7 +928,8 @@ driver_tests! {
     a_304_against_a_variant_needs_no_compression,
     head_has_the_get_fields_and_no_body,
     ranges_of_a_cached_variant_have_its_length_and_etag,
-    a_large_file_is_identity_until_its_variant_is_made,
+    a_large_file_is_compressed_from_its_first_answer,
+    a_200_kb_script_is_compressed_on_the_very_first_request,
     small_untyped_and_oversized_files_are_untouched,
     a_file_changed_on_disk_is_never_served_stale,
 }

@@ -42,6 +42,9 @@ fn site() -> (tempfile::TempDir, Vec<u8>, Vec<u8>) {
         .take(48 * 1024)
         .collect();
     std::fs::write(dir.path().join("app.js"), &script).unwrap();
+    // Above the inline limit: compressed as it is sent on its first request.
+    let bundle: Vec<u8> = script.iter().copied().cycle().take(200 * 1000).collect();
+    std::fs::write(dir.path().join("bundle.js"), &bundle).unwrap();
     std::fs::create_dir(dir.path().join("docs")).unwrap();
     std::fs::write(dir.path().join("docs/index.html"), b"<p>docs</p>\n").unwrap();
     (dir, big, script)
@@ -148,6 +151,29 @@ fn aioquic_gets_what_the_other_protocols_get(driver: &str) {
         .read_to_end(&mut plain)
         .unwrap();
     assert_eq!(plain, script);
+    // A 200 KB script on its very first request: compressed as it is sent,
+    // the stream's end its end.
+    let first = client
+        .fetch(
+            port,
+            &Fetch::get(&["/bundle.js"])
+                .header("accept-encoding", "gzip")
+                .keep_bodies(),
+        )
+        .unwrap();
+    assert_eq!(
+        first[0].header("content-encoding"),
+        Some("gzip"),
+        "{first:?}"
+    );
+    assert_eq!(first[0].header("content-length"), None);
+    assert!(first[0].header("etag").unwrap().starts_with("W/"));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(first[0].body.as_deref().unwrap())
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert_eq!(plain.len(), 200 * 1000);
+    assert!(plain.iter().zip(script.iter().cycle()).all(|(a, b)| a == b));
 
     // HTTP/1.1 on the same TLS port says where HTTP/3 is.
     let mut tls = common::tls::connected(
@@ -165,11 +191,11 @@ fn aioquic_gets_what_the_other_protocols_get(driver: &str) {
     let metrics = server.metrics();
     assert_eq!(
         metric(&metrics, "servery_requests_total{protocol=\"http3\"}"),
-        Some(9.0),
+        Some(10.0),
         "{metrics}"
     );
     let seen = common::wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.matches("HTTP/3.0").count() == 9)
+        std::fs::read_to_string(&log).is_ok_and(|l| l.matches("HTTP/3.0").count() == 10)
     });
     assert!(seen, "{:?}", std::fs::read_to_string(&log));
 }

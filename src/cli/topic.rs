@@ -372,6 +372,7 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("compress_min_bytes", Topic::Compression),
     ("compress_max_bytes", Topic::Compression),
     ("compress_inline_max_bytes", Topic::Compression),
+    ("compress_streams", Topic::Compression),
     ("compress_cache_bytes", Topic::Compression),
     ("compress_level_br", Topic::Compression),
     ("compress_level_zstd", Topic::Compression),

@@ -1,6 +1,6 @@
 //! On-the-fly compression of static files: `--compress`, `--compress-types`,
 //! `--compress-min-bytes`, `--compress-max-bytes`,
-//! `--compress-inline-max-bytes`, `--compress-cache-bytes` and the levels
+//! `--compress-inline-max-bytes`, `--compress-streams`, `--compress-cache-bytes` and the levels
 //! `--compress-level-br`, `--compress-level-zstd`, `--compress-level-gzip`.
 //!
 //! Owns the defaults and bounds of those settings (each a documented const
@@ -50,6 +50,15 @@ pub const DEFAULT_COMPRESS_MAX_BYTES: u64 = 8 * 1024 * 1024;
 /// background compressor and are sent identity until their variant is
 /// cached.
 pub const DEFAULT_COMPRESS_INLINE_MAX_BYTES: u64 = 64 * 1024;
+/// Answers a worker compresses as they are sent at once (a file above the
+/// inline limit whose variant is not stored yet), each an encoder at a fast
+/// level, a 64 KiB read buffer and the piece being written: ~1 MiB each
+/// (measured with stalled clients, `tests/compress.rs`), so 8 is ~8 MiB
+/// and a few cores' worth of fast compression a worker at most. Past it,
+/// identity until the variant is stored.
+pub const DEFAULT_COMPRESS_STREAMS: u64 = 8;
+/// Most `--compress-streams` a worker may run.
+const MAX_COMPRESS_STREAMS: u64 = 1024;
 /// Compressed variants held in memory by the whole server (one cache shared
 /// by the worker threads; divided among worker processes).
 pub const DEFAULT_COMPRESS_CACHE_BYTES: u64 = 64 * 1024 * 1024;
@@ -119,6 +128,7 @@ pub(super) fn always(c: &Checked) -> Result<CompressConfig, Error> {
         level_br: c.compress_level_br,
         level_zstd: c.compress_level_zstd,
         level_gzip: c.compress_level_gzip,
+        streams: c.compress_streams,
     })
 }
 
@@ -153,6 +163,17 @@ pub(crate) fn cache_bytes(field: Field, n: u64) -> Result<u64, Error> {
         ));
     }
     Ok(n)
+}
+
+/// `--compress-streams`: at most [`MAX_COMPRESS_STREAMS`].
+pub(crate) fn streams(field: Field, n: u64) -> Result<u32, Error> {
+    if n > MAX_COMPRESS_STREAMS {
+        return Err(field.invalid(format!(
+            "{n} is above {MAX_COMPRESS_STREAMS}: each holds an encoder and a read buffer \
+             on the worker; 0 turns compressing as a file is sent off"
+        )));
+    }
+    Ok(n as u32)
 }
 
 /// `--compress-level-br`.

@@ -321,6 +321,11 @@ settings! {
         compress_inline_max_bytes: Option<Size> => u64 =
             or(compression::DEFAULT_COMPRESS_INLINE_MAX_BYTES, compression::size),
             shown |c| c.files.compression.as_ref().map(|z| z.inline_max_bytes);
+        /// Files a worker compresses at once as they are sent, above the inline limit until their variant is stored (0: identity meanwhile).
+        #[arg(long, value_name = "N")]
+        compress_streams: Option<u64> => u32 =
+            or(compression::DEFAULT_COMPRESS_STREAMS, compression::streams),
+            shown |c| c.files.compression.as_ref().map(|z| z.streams);
         /// Memory for compressed variants, for the whole server (split among worker processes).
         #[arg(long, value_name = "SIZE")]
         compress_cache_bytes: Option<Size> => u64 =

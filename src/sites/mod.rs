@@ -39,8 +39,8 @@ use crate::app::{Connection, MakeError, Request, Service};
 use crate::http::error::{on_error, Refusal};
 use crate::http::response::{Body, Response, Status};
 use crate::http::Head;
-use crate::static_files::compress::Compression;
-use crate::static_files::Files;
+use crate::static_files::compress::{Compression, Streams};
+use crate::static_files::{Files, Served};
 use router::Router;
 pub use settings::{SiteConfig, SiteTls, SitesConfig, UnknownHost};
 
@@ -106,20 +106,21 @@ impl Sites {
         }
     }
 
-    fn answer(&self, head: &Head<'_>, conn: &Connection) -> crate::http::Response {
+    fn answer(&self, head: &Head<'_>, conn: &Connection, streams: Streams) -> Served {
         let path = head.path();
         if path.starts_with(published::HTTP01_PREFIX) {
             if let Some(key_authorization) = published::global().http01(path) {
                 return Response::new(Status::OK, Body::Bytes(Bytes::from(key_authorization)))
-                    .header("Content-Type", "text/plain");
+                    .header("Content-Type", "text/plain")
+                    .into();
             }
         }
         match self
             .router
             .request(head.host, conn.tls.and_then(|t| t.site))
         {
-            Some(i) => self.files[i].handle(head),
-            None => on_error(&Refusal::Misdirected),
+            Some(i) => self.files[i].answer(head, streams),
+            None => on_error(&Refusal::Misdirected).into(),
         }
     }
 }
@@ -131,12 +132,12 @@ impl Service for Sites {
     async fn call(&self, req: Request) -> crate::app::Response {
         let (parts, _body, conn) = req.into_parts();
         let head = crate::app::head::borrow(&parts);
-        crate::app::response::from_static(self.answer(&head, &conn))
+        self.answer(&head, &conn, Streams::Make).into_app()
     }
 
     const BORROWS_HEADS: bool = true;
 
     fn respond_to_head(&self, head: &Head<'_>, conn: &Connection) -> Option<Response> {
-        Some(self.answer(head, conn))
+        self.answer(head, conn, Streams::Defer).now()
     }
 }

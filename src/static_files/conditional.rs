@@ -14,6 +14,9 @@
 use crate::http::token::trim_ows;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::Files;
+use crate::http::Head;
+
 /// The request's precondition field values, raw as received; `None` when absent.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Headers<'a> {
@@ -234,6 +237,51 @@ fn parse_date(value: &[u8]) -> Option<u64> {
 fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+/// Step 4 as the site's `Files` meets it.
+impl Files {
+    /// Step 4 for a representation with `etag`.
+    pub(super) fn precondition(
+        &self,
+        head: &Head<'_>,
+        etag: &str,
+        last_modified: SystemTime,
+    ) -> Precondition {
+        // One pass over the fields for the five (a name of RFC 9110 §13.1
+        // starts with `if-`; most requests have none).
+        let mut h = Headers {
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            if_range: None,
+            method_is_get_or_head: true,
+        };
+        for &(name, value) in &head.headers {
+            let name = name.as_bytes();
+            if name.len() < 5 || !name[..3].eq_ignore_ascii_case(b"if-") {
+                continue;
+            }
+            let slot = match &name[3..] {
+                n if n.eq_ignore_ascii_case(b"match") => &mut h.if_match,
+                n if n.eq_ignore_ascii_case(b"none-match") => &mut h.if_none_match,
+                n if n.eq_ignore_ascii_case(b"modified-since") => &mut h.if_modified_since,
+                n if n.eq_ignore_ascii_case(b"unmodified-since") => &mut h.if_unmodified_since,
+                n if n.eq_ignore_ascii_case(b"range") => &mut h.if_range,
+                _ => continue,
+            };
+            // The first of each, as `Head::header` finds it.
+            slot.get_or_insert(value);
+        }
+        evaluate(
+            &h,
+            &Validators {
+                etag,
+                last_modified,
+            },
+        )
+    }
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@
 //! 3. encoding: `encoding::choose` picks `.br`/`.zst`/`.gz` by
 //!    Accept-Encoding; a compressible file without siblings gets a variant
 //!    compressed on the fly (`compress`: cached per process, made by the
-//!    worker for a small file, in the background for a large one) or
-//!    identity. Every response for a file with variants of either kind has
+//!    worker for a small file, in the background for a large one, which
+//!    is compressed as it is sent meanwhile) or identity. Every response for a file with variants of either kind has
 //!    `Vary: Accept-Encoding`. What is chosen is a `Chosen`: the steps
 //!    below see only it.
 //! 4. conditional: `conditional::evaluate` in RFC 9110 §13.2.2 order →
@@ -62,12 +62,11 @@ pub use settings::{ErrorPage, FilesConfig, Symlinks};
 use crate::app::{head, MakeError, Request, Service};
 use crate::http::error::ALLOW;
 use crate::http::rules;
-use crate::http::{
-    on_error, Body, Fields, FileRange, Head, Method, Part, Refusal, Response, Status,
-};
+use crate::http::{on_error, Body, Fields, FileRange, Head, Method, Refusal, Response, Status};
 use crate::sys::openat2::Links;
 use cache::{Entry, Found, Rep};
 pub use compress::Compression;
+use compress::Streams;
 use encoding::{Available, Coding};
 use range::RangeOutcome;
 
@@ -146,6 +145,56 @@ enum Source<'e> {
     File(&'e Rc<File>),
     /// Not in hand: the preconditions answer without a body (304, 412).
     Unread,
+    /// Compressed as it is sent (`compress::stream`): the stream, or none
+    /// for a HEAD or when [`Streams::Defer`] asked only whether.
+    Compressing(Option<Box<compress::Stream>>),
+}
+
+/// An answer of the files.
+pub(crate) enum Served {
+    /// Whole, as any static answer.
+    Now(Response),
+    /// A 200 compressed as it is sent: its head (`Body::Empty`) and its
+    /// body, none for a HEAD or when [`Streams::Defer`] asked.
+    Compressing(Response, Option<Box<compress::Stream>>),
+}
+
+impl From<Response> for Served {
+    fn from(r: Response) -> Served {
+        Served::Now(r)
+    }
+}
+
+impl Served {
+    fn map(self, f: impl FnOnce(Response) -> Response) -> Served {
+        match self {
+            Served::Now(r) => Served::Now(f(r)),
+            Served::Compressing(r, s) => Served::Compressing(f(r), s),
+        }
+    }
+
+    /// The answer to a borrowed head; `None` hands the request to `call`
+    /// (the stream is made there).
+    pub(crate) fn now(self) -> Option<Response> {
+        match self {
+            Served::Now(r) => Some(r),
+            Served::Compressing(..) => None,
+        }
+    }
+
+    /// As an app's response (`Service::call`).
+    pub(crate) fn into_app(self) -> crate::app::Response {
+        match self {
+            Served::Now(r) => crate::app::response::from_static(r),
+            Served::Compressing(r, stream) => {
+                let mut out = crate::app::response::from_static(r);
+                if let Some(stream) = stream {
+                    *out.body_mut() = crate::app::Body::stream(*stream);
+                }
+                out
+            }
+        }
+    }
 }
 
 impl<'e> Chosen<'e> {
@@ -199,7 +248,7 @@ impl Files {
         }
     }
 
-    fn serve(&self, head: &Head<'_>) -> Result<Response, Error> {
+    fn serve(&self, head: &Head<'_>, streams: Streams) -> Result<Served, Error> {
         // 0. a `[[rewrite]]` changes the path looked up (its query is not
         // the files' concern)
         let rewritten = if self.config.rewrites.is_empty() {
@@ -235,12 +284,12 @@ impl Files {
             Found::File(e) => e,
             Found::Redirect => {
                 let resolved = uri_path::resolve(path)?;
-                return Ok(self.ruled(redirect_to_slash(&resolved, head), head));
+                return Ok(self.ruled(redirect_to_slash(&resolved, head), head).into());
             }
-            Found::Listing(r) => return Ok(self.ruled(r, head)),
+            Found::Listing(r) => return Ok(self.ruled(r, head).into()),
         };
         // 3. encoding
-        let rep = self.choose(&entry, head);
+        let mut rep = self.choose(&entry, head, streams);
         // 4. conditional
         let honor_range = match self.precondition(head, rep.etag, entry.last_modified) {
             conditional::Precondition::NotModified => {
@@ -249,10 +298,11 @@ impl Files {
                     status: Status::NOT_MODIFIED,
                     fields: Fields::List(fields),
                     body: Body::Empty,
-                });
+                }
+                .into());
             }
             conditional::Precondition::Failed => {
-                return Ok(self.refused(&Refusal::PreconditionFailed, head))
+                return Ok(self.refused(&Refusal::PreconditionFailed, head).into())
             }
             conditional::Precondition::Proceed { honor_range } => honor_range,
         };
@@ -273,7 +323,7 @@ impl Files {
                             range::unsatisfied_content_range(total).into(),
                         ));
                     }
-                    return Ok(resp);
+                    return Ok(resp.into());
                 }
                 RangeOutcome::Single(r) => {
                     let mut fields = self.fields(&entry, rep.etag, rep.coding, true);
@@ -282,9 +332,12 @@ impl Files {
                         status: Status::PARTIAL_CONTENT,
                         fields: Fields::List(fields),
                         body: slice(&rep, r.start, r.len()),
-                    });
+                    }
+                    .into());
                 }
-                RangeOutcome::Multi(ranges) => return Ok(self.multipart(&entry, &rep, &ranges)),
+                RangeOutcome::Multi(ranges) => {
+                    return Ok(self.multipart(&entry, &rep, &ranges).into())
+                }
             }
         }
         // 6. send the whole representation
@@ -293,18 +346,33 @@ impl Files {
                 status: Status::OK,
                 fields: Fields::Prebuilt(head_block.clone()),
                 body: Body::Bytes(body.clone()),
-            });
+            }
+            .into());
+        }
+        if let Source::Compressing(stream) = &mut rep.body {
+            let stream = stream.take();
+            // Other bytes than the stored variant's, decoding to the same:
+            // its ETag, weak (`compress::stream`).
+            let weak = format!("W/{}", rep.etag);
+            let fields = self.fields(&entry, &weak, rep.coding, true);
+            let head = Response {
+                status: Status::OK,
+                fields: Fields::List(fields),
+                body: Body::Empty,
+            };
+            return Ok(Served::Compressing(head, stream));
         }
         Ok(Response {
             status: Status::OK,
             fields: Fields::List(self.fields(&entry, rep.etag, rep.coding, true)),
             body: slice(&rep, 0, total),
-        })
+        }
+        .into())
     }
 
     /// Step 3: a sibling when the file has any, else an on-the-fly variant
     /// when it is eligible and one is acceptable, else the file itself.
-    fn choose<'e>(&self, entry: &'e Entry, head: &Head<'_>) -> Chosen<'e> {
+    fn choose<'e>(&self, entry: &'e Entry, head: &Head<'_>, streams: Streams) -> Chosen<'e> {
         if !entry.available.is_empty() {
             let accept = head.header("accept-encoding");
             return Chosen::of(entry.rep(encoding::choose(accept, entry.available)));
@@ -312,52 +380,12 @@ impl Files {
         if let Some(otf) = &entry.otf {
             let accept = head.header("accept-encoding");
             if let Some(coding) = encoding::choose(accept, Available::ALL) {
-                if let Some(variant) = self.on_the_fly(entry, otf, coding, head) {
+                if let Some(variant) = self.on_the_fly(entry, otf, coding, head, streams) {
                     return variant;
                 }
             }
         }
         Chosen::of(&entry.reps[0])
-    }
-
-    /// The request's path decoded as rules see it (`/`, the segments, a
-    /// trailing `/` kept); `None` if it does not resolve.
-    fn decoded<'h>(&self, head: &Head<'h>) -> Option<Cow<'h, [u8]>> {
-        let path = head.path();
-        if uri_path::is_plain(path) {
-            return Some(Cow::Borrowed(path));
-        }
-        let r = uri_path::resolve(path).ok()?;
-        let mut p = format!("/{}", r.relative_path());
-        if r.trailing_slash && p.len() > 1 {
-            p.push('/');
-        }
-        Some(Cow::Owned(p.into_bytes()))
-    }
-
-    /// The answer of the first `[[redirect]]` that takes the request.
-    fn redirected(&self, head: &Head<'_>) -> Option<Response> {
-        if self.config.redirects.is_empty() {
-            return None;
-        }
-        let path = self.decoded(head)?;
-        let (code, location) = redirects::redirect(&self.config.redirects, &path, head.query())?;
-        let status = Status::from_code(code)?;
-        Some(Response::new(status, Body::Empty).header("Location", location))
-    }
-
-    /// The path the first `[[rewrite]]` that takes the request gives it.
-    fn rewritten(&self, head: &Head<'_>) -> Result<Option<String>, Error> {
-        if self.config.rewrites.is_empty() {
-            return Ok(None);
-        }
-        let Some(path) = self.decoded(head) else {
-            // Not a path: `resolve` says why.
-            return uri_path::resolve(head.path())
-                .map(|_| None)
-                .map_err(Error::from);
-        };
-        Ok(redirects::rewrite(&self.config.rewrites, &path))
     }
 
     /// `--fallback`'s file for a GET or HEAD of a missing path, unless the
@@ -377,48 +405,6 @@ impl Files {
             Ok(found @ Found::File(_)) => Some(found),
             _ => None,
         }
-    }
-
-    /// Step 4 for a representation with `etag`.
-    fn precondition(
-        &self,
-        head: &Head<'_>,
-        etag: &str,
-        last_modified: SystemTime,
-    ) -> conditional::Precondition {
-        // One pass over the fields for the five (a name of RFC 9110 §13.1
-        // starts with `if-`; most requests have none).
-        let mut h = conditional::Headers {
-            if_match: None,
-            if_none_match: None,
-            if_modified_since: None,
-            if_unmodified_since: None,
-            if_range: None,
-            method_is_get_or_head: true,
-        };
-        for &(name, value) in &head.headers {
-            let name = name.as_bytes();
-            if name.len() < 5 || !name[..3].eq_ignore_ascii_case(b"if-") {
-                continue;
-            }
-            let slot = match &name[3..] {
-                n if n.eq_ignore_ascii_case(b"match") => &mut h.if_match,
-                n if n.eq_ignore_ascii_case(b"none-match") => &mut h.if_none_match,
-                n if n.eq_ignore_ascii_case(b"modified-since") => &mut h.if_modified_since,
-                n if n.eq_ignore_ascii_case(b"unmodified-since") => &mut h.if_unmodified_since,
-                n if n.eq_ignore_ascii_case(b"range") => &mut h.if_range,
-                _ => continue,
-            };
-            // The first of each, as `Head::header` finds it.
-            slot.get_or_insert(value);
-        }
-        conditional::evaluate(
-            &h,
-            &conditional::Validators {
-                etag,
-                last_modified,
-            },
-        )
     }
 
     /// The header fields (all but framing) of `entry`'s representation
@@ -449,44 +435,6 @@ impl Files {
         }
         f.extend(entry.extra.iter().cloned());
         f
-    }
-
-    fn multipart(&self, entry: &Entry, rep: &Chosen<'_>, ranges: &[range::ByteRange]) -> Response {
-        let seed = self.boundary_seed.get().wrapping_add(1);
-        self.boundary_seed.set(seed);
-        let boundary = range::multipart_boundary(seed);
-        let total = rep.len;
-        let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
-        for r in ranges {
-            let h = range::multipart_part_header(&boundary, &entry.content_type, r, total);
-            parts.push(Part::Bytes(Bytes::from(h)));
-            parts.push(match slice(rep, r.start, r.len()) {
-                Body::Bytes(b) => Part::Bytes(b),
-                Body::File(f) => Part::File(f),
-                Body::Empty | Body::Parts(_) => Part::Bytes(Bytes::new()),
-            });
-        }
-        parts.push(Part::Bytes(Bytes::from(range::multipart_trailer(
-            &boundary,
-        ))));
-        let mut fields = self.fields(entry, rep.etag, rep.coding, false);
-        fields.insert(
-            0,
-            (
-                "Content-Type".into(),
-                range::multipart_content_type(&boundary).into(),
-            ),
-        );
-        let body = Body::Parts(parts);
-        debug_assert_eq!(
-            body.len(),
-            range::multipart_len(&boundary, &entry.content_type, ranges, total)
-        );
-        Response {
-            status: Status::PARTIAL_CONTENT,
-            fields: Fields::List(fields),
-            body,
-        }
     }
 
     /// Cache-Control and `[[headers]]` rules that apply to `/rel`.
@@ -537,8 +485,9 @@ fn slice(rep: &Chosen<'_>, start: u64, len: u64) -> Body {
             offset: start,
             len,
         }),
-        // Only a 304 or 412 is answered for an unread variant.
-        Source::Unread => Body::Empty,
+        // Only a 304 or 412 is answered for an unread variant; a stream is
+        // never asked for a range (`compress::stream`).
+        Source::Unread | Source::Compressing(_) => Body::Empty,
     }
 }
 
@@ -549,46 +498,58 @@ impl Service for Files {
     /// owned head.
     async fn call(&self, req: Request) -> crate::app::Response {
         let (parts, _body, _) = req.into_parts();
-        crate::app::response::from_static(self.handle(&head::borrow(&parts)))
+        self.answer(&head::borrow(&parts), Streams::Make).into_app()
     }
 
     const BORROWS_HEADS: bool = true;
 
     fn respond_to_head(&self, head: &Head<'_>, _: &crate::app::Connection) -> Option<Response> {
-        Some(self.handle(head))
+        self.answer(head, Streams::Defer).now()
     }
 }
 
 impl Files {
-    /// Answer `head`: GET and HEAD serve, OPTIONS says what is allowed,
-    /// anything else is 405.
+    /// Answer `head` whole: GET and HEAD serve, OPTIONS says what is
+    /// allowed, anything else is 405. A file whose compressed variant is
+    /// not stored yet goes identity (the connection's path through
+    /// [`Service`] compresses it as it is sent).
     pub fn handle(&self, head: &Head<'_>) -> Response {
+        match self.answer(head, Streams::Never) {
+            Served::Now(r) => r,
+            Served::Compressing(..) => unreachable!("Streams::Never makes no stream"),
+        }
+    }
+
+    /// [`Files::handle`], with a stream where `streams` allows one.
+    pub(crate) fn answer(&self, head: &Head<'_>, streams: Streams) -> Served {
         let cors = &self.config.cors;
         // Each rule is one check when it is not configured: what a site
         // without rules pays.
         if !self.config.redirects.is_empty() {
             if let Some(resp) = self.redirected(head) {
-                return cors.on_answer(self.ruled(resp, head), head);
+                return cors.on_answer(self.ruled(resp, head), head).into();
             }
         }
-        let resp = match head.method {
-            Method::Get | Method::Head => match self.serve(head) {
-                Ok(resp) => resp,
-                Err(e) => self.refused(&e.refusal(), head),
+        let served = match head.method {
+            Method::Get | Method::Head => match self.serve(head, streams) {
+                Ok(served) => served,
+                Err(e) => self.refused(&e.refusal(), head).into(),
             },
             Method::Options => match cors.preflight(head) {
-                Some(resp) => return self.rules_only(resp, head),
-                None => self.ruled(
-                    Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
-                    head,
-                ),
+                Some(resp) => return self.rules_only(resp, head).into(),
+                None => self
+                    .ruled(
+                        Response::new(Status::NO_CONTENT, Body::Empty).header("Allow", ALLOW),
+                        head,
+                    )
+                    .into(),
             },
-            Method::Other => self.refused(&Refusal::MethodNotAllowed, head),
+            Method::Other => self.refused(&Refusal::MethodNotAllowed, head).into(),
         };
         if cors.is_on() {
-            cors.on_answer(resp, head)
+            served.map(|r| cors.on_answer(r, head))
         } else {
-            resp
+            served
         }
     }
 }

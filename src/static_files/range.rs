@@ -11,6 +11,12 @@
 //!    allows and which defends against amplification (CVE-2011-3192, "Apache Killer").
 
 use crate::http::token::trim_ows;
+
+use bytes::Bytes;
+
+use super::cache::Entry;
+use super::{slice, Chosen, Files};
+use crate::http::{Body, Fields, Part, Response, Status};
 /// The most range-specs served; more and the header is ignored (nginx's `max_ranges` idea).
 /// 16 covers real clients (PDF viewers, media seeking) while bounding per-request part work.
 const MAX_RANGES: usize = 16;
@@ -237,6 +243,51 @@ pub(crate) fn multipart_len(
         })
         .sum();
     parts + multipart_trailer(boundary).len() as u64
+}
+
+/// Step 5's multipart answer, as the site's `Files` makes it.
+impl Files {
+    /// A 206 of several ranges (`multipart/byteranges`).
+    pub(super) fn multipart(
+        &self,
+        entry: &Entry,
+        rep: &Chosen<'_>,
+        ranges: &[ByteRange],
+    ) -> Response {
+        let seed = self.boundary_seed.get().wrapping_add(1);
+        self.boundary_seed.set(seed);
+        let boundary = multipart_boundary(seed);
+        let total = rep.len;
+        let mut parts = Vec::with_capacity(ranges.len() * 2 + 1);
+        for r in ranges {
+            let h = multipart_part_header(&boundary, &entry.content_type, r, total);
+            parts.push(Part::Bytes(Bytes::from(h)));
+            parts.push(match slice(rep, r.start, r.len()) {
+                Body::Bytes(b) => Part::Bytes(b),
+                Body::File(f) => Part::File(f),
+                Body::Empty | Body::Parts(_) => Part::Bytes(Bytes::new()),
+            });
+        }
+        parts.push(Part::Bytes(Bytes::from(multipart_trailer(&boundary))));
+        let mut fields = self.fields(entry, rep.etag, rep.coding, false);
+        fields.insert(
+            0,
+            (
+                "Content-Type".into(),
+                multipart_content_type(&boundary).into(),
+            ),
+        );
+        let body = Body::Parts(parts);
+        debug_assert_eq!(
+            body.len(),
+            multipart_len(&boundary, &entry.content_type, ranges, total)
+        );
+        Response {
+            status: Status::PARTIAL_CONTENT,
+            fields: Fields::List(fields),
+            body,
+        }
+    }
 }
 
 #[cfg(test)]

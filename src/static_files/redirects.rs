@@ -24,6 +24,11 @@
 
 use std::fmt::Write as _;
 
+use std::borrow::Cow;
+
+use super::{uri_path, Error, Files};
+use crate::http::{Body, Head, Response, Status};
+
 pub use crate::http::rules::{Glob, MAX_CAPTURES};
 
 /// A `[[redirect]]`.
@@ -111,6 +116,49 @@ pub fn rewrite(rules: &[Rewrite], path: &[u8]) -> Option<String> {
         let caps = r.from.matches(path)?;
         Some(fill(&r.to, path, &caps))
     })
+}
+
+/// The rules as the site's `Files` meets them.
+impl Files {
+    /// The request's path decoded as rules see it (`/`, the segments, a
+    /// trailing `/` kept); `None` if it does not resolve.
+    pub(super) fn decoded<'h>(&self, head: &Head<'h>) -> Option<Cow<'h, [u8]>> {
+        let path = head.path();
+        if uri_path::is_plain(path) {
+            return Some(Cow::Borrowed(path));
+        }
+        let r = uri_path::resolve(path).ok()?;
+        let mut p = format!("/{}", r.relative_path());
+        if r.trailing_slash && p.len() > 1 {
+            p.push('/');
+        }
+        Some(Cow::Owned(p.into_bytes()))
+    }
+
+    /// The answer of the first `[[redirect]]` that takes the request.
+    pub(super) fn redirected(&self, head: &Head<'_>) -> Option<Response> {
+        if self.config.redirects.is_empty() {
+            return None;
+        }
+        let path = self.decoded(head)?;
+        let (code, location) = redirect(&self.config.redirects, &path, head.query())?;
+        let status = Status::from_code(code)?;
+        Some(Response::new(status, Body::Empty).header("Location", location))
+    }
+
+    /// The path the first `[[rewrite]]` that takes the request gives it.
+    pub(super) fn rewritten(&self, head: &Head<'_>) -> Result<Option<String>, Error> {
+        if self.config.rewrites.is_empty() {
+            return Ok(None);
+        }
+        let Some(path) = self.decoded(head) else {
+            // Not a path: `resolve` says why.
+            return uri_path::resolve(head.path())
+                .map(|_| None)
+                .map_err(Error::from);
+        };
+        Ok(rewrite(&self.config.rewrites, &path))
+    }
 }
 
 #[cfg(test)]

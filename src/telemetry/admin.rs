@@ -509,7 +509,7 @@ fn render_compress(out: &mut String, stats: &[Arc<WorkerStats>]) {
     for s in stats {
         total.add(&s.compress.snapshot());
     }
-    let series: [(&str, &str, &str, u64); 8] = [
+    let series: [(&str, &str, &str, u64); 10] = [
         (
             "servery_compress_cache_bytes",
             "gauge",
@@ -557,6 +557,18 @@ fn render_compress(out: &mut String, stats: &[Arc<WorkerStats>]) {
             "counter",
             "Compressions refused (compressor at its bound) or not kept.",
             total.skipped,
+        ),
+        (
+            "servery_compress_streams_total",
+            "counter",
+            "Answers compressed as they were sent, before their variant was stored.",
+            total.streams,
+        ),
+        (
+            "servery_compress_streams_busy_total",
+            "counter",
+            "Answers sent identity: the worker's --compress-streams were all in use.",
+            total.streams_busy,
         ),
     ];
     for (name, kind, help, v) in series {

@@ -180,6 +180,11 @@ pub struct CompressStats {
     /// Compressions not done or not kept: the compressor was at its bound,
     /// the variant was larger than the budget, or the file changed while read.
     pub skipped: AtomicU64,
+    /// Answers compressed as they were sent (before the variant was stored).
+    pub streams: AtomicU64,
+    /// Answers sent identity because the worker's `--compress-streams`
+    /// were all in use.
+    pub streams_busy: AtomicU64,
 }
 
 /// [`CompressStats`] as plain numbers, carried in a worker process's beats.
@@ -193,6 +198,10 @@ pub struct CompressSnapshot {
     pub background: u64,
     pub evictions: u64,
     pub skipped: u64,
+    #[serde(default)]
+    pub streams: u64,
+    #[serde(default)]
+    pub streams_busy: u64,
 }
 
 /// The supervisor's ACME counters (`supervisor::acme` writes them, the
@@ -249,6 +258,8 @@ impl CompressStats {
             background: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            streams: AtomicU64::new(0),
+            streams_busy: AtomicU64::new(0),
         }
     }
 
@@ -273,6 +284,8 @@ impl CompressStats {
             background: get(&self.background),
             evictions: get(&self.evictions),
             skipped: get(&self.skipped),
+            streams: get(&self.streams),
+            streams_busy: get(&self.streams_busy),
         }
     }
 
@@ -286,6 +299,8 @@ impl CompressStats {
         set(&self.background, s.background);
         set(&self.evictions, s.evictions);
         set(&self.skipped, s.skipped);
+        set(&self.streams, s.streams);
+        set(&self.streams_busy, s.streams_busy);
     }
 }
 
@@ -300,6 +315,8 @@ impl CompressSnapshot {
         self.background += o.background;
         self.evictions += o.evictions;
         self.skipped += o.skipped;
+        self.streams += o.streams;
+        self.streams_busy += o.streams_busy;
     }
 }
 

@@ -185,8 +185,14 @@ pub fn read_response_from(s: &mut impl Read, with_body: bool) -> Result<Response
     let mut resp = parse_head(&head).map_err(ReadError::Broken)?;
     if with_body && !(resp.status < 200 || resp.status == 204 || resp.status == 304) {
         let broken = |m: String| ReadError::Broken(io::Error::other(m));
-        if resp.header("transfer-encoding").is_some() {
-            return Err(broken("unexpected Transfer-Encoding in response".into()));
+        match resp.header("transfer-encoding") {
+            None => {}
+            Some(te) if te.eq_ignore_ascii_case("chunked") => {
+                let (chunks, _trailers) = read_chunks(s).map_err(ReadError::Broken)?;
+                resp.body = chunks.concat();
+                return Ok(resp);
+            }
+            Some(te) => return Err(broken(format!("unexpected Transfer-Encoding {te:?}"))),
         }
         let n = match resp.header("content-length").map(str::parse::<usize>) {
             Some(Ok(n)) => n,

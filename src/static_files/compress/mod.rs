@@ -13,6 +13,8 @@
 //! - `codec`: one buffer in, its gzip/br/zstd encoding out.
 //! - `store`: the variant cache, one byte budget, least recently used out.
 //! - `background`: the compressor thread, its bounded queue.
+//! - `stream`: one answer compressed as it is sent, and the worker's bound
+//!   on how many at once.
 //!
 //! # Flow, one request for an eligible file (`Files::on_the_fly`)
 //! 1. Eligible means: `--compress on`, no sibling, a type on
@@ -27,8 +29,10 @@
 //! 5. Not cached, file ≤ `--compress-inline-max-bytes`: the worker
 //!    compresses it now, caches it, and sends it.
 //! 6. Not cached, larger: queued for the background compressor (or refused
-//!    at its bound) and this request gets identity: its own ETag, its own
-//!    ranges. Never ranges of a variant that is not whole in memory.
+//!    at its bound). This request, a GET or HEAD without `Range`, gets the
+//!    file compressed as it is sent (`stream`) while one of the worker's
+//!    `--compress-streams` is free; otherwise identity: its own ETag, its
+//!    own ranges. Never ranges of a variant that is not whole in memory.
 //!
 //! The key is the file's identity (dev, inode, size, mtime) and the coding,
 //! taken from the open-file cache entry: a file changed on disk is a new
@@ -41,6 +45,7 @@ mod background;
 mod codec;
 mod settings;
 mod store;
+mod stream;
 
 use std::sync::Arc;
 
@@ -50,11 +55,26 @@ use super::cache::{Entry, Identity, OnTheFly};
 use super::encoding::Coding;
 use super::{conditional, Chosen, Files, Source};
 use crate::http::response::prebuild_head;
-use crate::http::{Head, Status};
+use crate::http::{Head, Method, Status};
 use crate::telemetry::CompressStats;
 use background::{Background, Submitted};
 pub use settings::{CompressConfig, MimePatterns};
 use store::{Cached, Key, Store};
+use stream::Permit;
+pub(crate) use stream::Stream;
+
+/// Whether the answer being made may be a [`Stream`] (step 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Streams {
+    /// No: identity until the variant is stored (`Files::handle`).
+    Never,
+    /// Say so ([`super::Source::Compressing`] without a stream) when one
+    /// would be made: an answer made from a borrowed head defers it to
+    /// `call`, which makes it.
+    Defer,
+    /// Make it, taking one of the worker's permits.
+    Make,
+}
 
 /// One process's on-the-fly compression, shared by its worker threads.
 pub struct Compression {
@@ -133,6 +153,7 @@ impl Files {
         otf: &'e OnTheFly,
         coding: Coding,
         head: &Head<'_>,
+        streams: Streams,
     ) -> Option<Chosen<'e>> {
         let shared = self.compression.as_ref()?;
         let stats = shared.store.stats();
@@ -163,9 +184,9 @@ impl Files {
         }
         let level = shared.level(coding);
         if identity.identity.len > shared.config.inline_max_bytes {
-            // 6. background; identity meanwhile
+            // 6. background; a stream or identity meanwhile
             let _: Submitted = shared.background.submit(key, &identity.file, level);
-            return None;
+            return self.streamed(shared, identity, otf, coding, head, streams);
         }
         // 5. inline
         let read;
@@ -202,6 +223,58 @@ impl Files {
         let body = Bytes::from(out);
         shared.store.insert(key, Cached::Variant(body.clone()));
         Some(self.variant(entry, otf, coding, body))
+    }
+
+    /// Step 6's answer while the variant is made: the file compressed as it
+    /// is sent, if the request may have one and the worker has a permit
+    /// free; `None` (identity) otherwise.
+    fn streamed<'e>(
+        &self,
+        shared: &Compression,
+        identity: &'e super::cache::Rep,
+        otf: &'e OnTheFly,
+        coding: Coding,
+        head: &Head<'_>,
+        streams: Streams,
+    ) -> Option<Chosen<'e>> {
+        let max = shared.config.streams;
+        if max == 0 || streams == Streams::Never || head.header("range").is_some() {
+            return None;
+        }
+        let stats = shared.store.stats();
+        let stream = match (streams, head.method) {
+            // A HEAD gets the GET's fields and no body: nothing to hold.
+            (Streams::Make, Method::Get) => match Permit::take(max) {
+                Some(permit) => {
+                    match Stream::new(identity.file.clone(), identity.identity, coding, permit) {
+                        Ok(s) => Some(Box::new(s)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot start a compression stream");
+                            return None;
+                        }
+                    }
+                }
+                None => {
+                    CompressStats::add(&stats.streams_busy, 1);
+                    return None;
+                }
+            },
+            _ if Permit::available(max) => None,
+            _ => {
+                CompressStats::add(&stats.streams_busy, 1);
+                return None;
+            }
+        };
+        if stream.is_some() {
+            CompressStats::add(&stats.streams, 1);
+        }
+        Some(Chosen {
+            coding: Some(coding),
+            etag: &otf.etags[coding.index()],
+            len: 0,
+            body: Source::Compressing(stream),
+            prebuilt: None,
+        })
     }
 
     /// The representation of a variant in hand, its 200 head prebuilt once

@@ -108,6 +108,9 @@ pub struct CompressConfig {
     pub level_br: u32,
     pub level_zstd: u32,
     pub level_gzip: u32,
+    /// Answers a worker compresses at once as they are sent (above
+    /// `inline_max_bytes`, before the variant is stored); 0: none.
+    pub streams: u32,
 }
 
 impl CompressConfig {
