@@ -49,6 +49,7 @@
 pub mod access_log;
 pub mod acme;
 pub mod app;
+pub mod auth;
 mod choice;
 pub mod cli;
 pub mod config;

@@ -14,6 +14,8 @@
 //! - `h2/app.rs`: a Rust service in this process (`AppServer`): bodies,
 //!   body limits, request and response trailers, streamed responses,
 //!   panics, a service that stops reading, the connection facts.
+//! - `h2/auth.rs`: `[[auth]]`, Basic authentication, over both protocols,
+//!   and its limits (a thousand wrong passwords within a CPU budget).
 //! - `h2/negotiation.rs`: h2c beside HTTP/1.1, `--h2c off`, ALPN over TLS,
 //!   the HTTP/2 metrics.
 
@@ -22,6 +24,8 @@ mod common;
 
 #[path = "h2/app.rs"]
 mod app;
+#[path = "h2/auth.rs"]
+mod auth;
 #[path = "h2/cors.rs"]
 mod cors;
 #[path = "h2/negotiation.rs"]

@@ -496,11 +496,57 @@ fn servery_load_over_many_connections(driver: &str) {
     assert_eq!(get("servery_quic_misrouted_total"), 0.0, "{metrics}");
 }
 
+/// `[[auth]]` over HTTP/3 (QUIC is TLS: no `--auth-over-http` needed):
+/// missing credentials are 401 with the challenge, the right ones get the
+/// file, private.
+fn aioquic_meets_basic_auth(driver: &str) {
+    use base64::Engine as _;
+    let Ok(client) = h3::aioquic().map_err(|why| skipped(&why)) else {
+        return;
+    };
+    let (root, _, _) = site();
+    std::fs::create_dir(root.path().join("staff")).unwrap();
+    std::fs::write(root.path().join("staff/plan.txt"), b"plan\n").unwrap();
+    let users = root.path().join("users");
+    let hash = bcrypt::hash("secret", 4).unwrap();
+    std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
+    let config = root.path().join("servery.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[auth]]\nmatch = \"/staff/**\"\nusers_file = {:?}\n",
+            users.display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = h3_server(driver, root.path(), &["--config", config.to_str().unwrap()]);
+    let port = server.https().port();
+    let missing = client
+        .fetch(port, &Fetch::get(&["/staff/plan.txt"]))
+        .unwrap();
+    assert_eq!(missing[0].status, 401, "{missing:?}");
+    assert_eq!(
+        missing[0].header("www-authenticate"),
+        Some("Basic realm=\"restricted\", charset=\"UTF-8\"")
+    );
+    let b64 = base64::engine::general_purpose::STANDARD.encode("alice:secret");
+    let right = client
+        .fetch(
+            port,
+            &Fetch::get(&["/staff/plan.txt"]).header("authorization", &format!("Basic {b64}")),
+        )
+        .unwrap();
+    assert_eq!(right[0].status, 200, "{right:?}");
+    assert_eq!(right[0].body_sha256, sha(b"plan\n"));
+    assert_eq!(right[0].header("cache-control"), Some("private"));
+}
+
 driver_tests!(
     an_apps_trailers_follow_its_body,
     a_body_that_stops_is_408_at_the_body_timeout,
     servery_load_over_many_connections,
     aioquic_gets_what_the_other_protocols_get,
+    aioquic_meets_basic_auth,
     ngtcp2_gets_files,
     an_app_reads_a_mebibyte_posted_over_h3,
     a_thousand_connections_each_reach_their_owner,

@@ -194,6 +194,8 @@ pub(super) fn settings(c: &Checked) -> Result<FilesConfig, Error> {
         error_pages: c.error_page.clone(),
         redirects: c.redirect.clone(),
         rewrites: c.rewrite.clone(),
+        auth: c.auth.clone(),
+        auth_over_http: c.auth_over_http,
         cors: super::cors::settings(c)?,
         cache_control: c.cache_control.clone(),
         rules: c.headers.clone(),

@@ -29,6 +29,7 @@
 
 pub mod access_log;
 pub mod acme;
+mod auth;
 mod choice;
 pub mod compression;
 pub mod cors;

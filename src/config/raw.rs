@@ -39,6 +39,7 @@ use super::access_log::{
     DEFAULT_ACCESS_LOG_FORMAT, FLUSH_MAX_S,
 };
 use super::acme::{self, AcmeChallenge};
+use super::auth::{self, AuthRaw};
 use super::compression::{self, Compress, MimePatterns};
 use super::cors;
 use super::files::{
@@ -70,6 +71,7 @@ use super::units::{Seconds, Size};
 use super::workers::{self, DriverChoice, WorkerCount, Workers, DEFAULT_DRIVER, DEFAULT_WORKERS};
 use super::Error;
 use super::{http2, http3};
+use crate::auth::AuthRule;
 use crate::static_files::redirects::{Redirect, Rewrite};
 
 settings! {
@@ -296,6 +298,17 @@ settings! {
             or(Vec::new(), files::error_pages),
             per site Option<Vec<ErrorPageRaw>>, shown |f| f.error_pages,
             shown |c| c.files.error_pages;
+        /// Paths that need a user and password (config file only): `[[auth]] match = "/private/**"` `users_file = "..."`.
+        #[arg(skip)]
+        auth: Option<Vec<AuthRaw>> => Vec<AuthRule> = or(Vec::new(), auth::rules),
+            per site Option<Vec<AuthRaw>>, shown |f| f.auth,
+            shown |c| c.files.auth;
+        /// Let `[[auth]]` credentials come over plain HTTP (behind a proxy that terminates TLS).
+        #[arg(long, action = clap::ArgAction::SetTrue)]
+        #[serde(default)]
+        auth_over_http: bool => bool = as_is,
+            per site Option<bool>, shown |f| f.auth_over_http,
+            shown |c| c.files.auth_over_http;
         /// Compress text, scripts and data on the fly for clients that accept it: `on` or `off`.
         #[arg(long, value_name = "on|off", hide_possible_values = true)]
         compress: Option<Compress> => Compress = or(compression::DEFAULT_COMPRESS, as_is),
@@ -642,6 +655,7 @@ mod tests {
                     "error_page",
                     "redirect",
                     "rewrite",
+                    "auth",
                     "site",
                 ]
                 .contains(&f.key)

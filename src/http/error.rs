@@ -127,6 +127,18 @@ pub enum Refusal {
     /// The handler panicked; the worker caught it and keeps serving.
     #[error("handler panicked")]
     HandlerPanicked,
+    /// A guarded path without good credentials (RFC 9110 §15.5.2; the
+    /// caller adds the challenge).
+    #[error("unauthorized")]
+    Unauthorized,
+    /// A client that failed too often; it may try again later (RFC 6585 §4;
+    /// the caller adds `Retry-After`).
+    #[error("too many requests")]
+    TooManyRequests,
+    /// A queue the request needs is full; it may try again shortly (the
+    /// caller adds `Retry-After`).
+    #[error("busy")]
+    Busy,
 }
 
 impl Refusal {
@@ -139,6 +151,9 @@ impl Refusal {
             Refusal::BodyTimedOut => Status::REQUEST_TIMEOUT,
             Refusal::NotFound => Status::NOT_FOUND,
             Refusal::Forbidden => Status::FORBIDDEN,
+            Refusal::Unauthorized => Status::UNAUTHORIZED,
+            Refusal::TooManyRequests => Status::TOO_MANY_REQUESTS,
+            Refusal::Busy => Status::SERVICE_UNAVAILABLE,
             Refusal::PreconditionFailed => Status::PRECONDITION_FAILED,
             Refusal::RangeNotSatisfiable => Status::RANGE_NOT_SATISFIABLE,
             Refusal::Misdirected => Status::MISDIRECTED_REQUEST,

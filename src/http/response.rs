@@ -31,6 +31,7 @@ impl Status {
     pub const MOVED_PERMANENTLY: Status = Status(301);
     pub const NOT_MODIFIED: Status = Status(304);
     pub const BAD_REQUEST: Status = Status(400);
+    pub const UNAUTHORIZED: Status = Status(401);
     pub const FORBIDDEN: Status = Status(403);
     pub const NOT_FOUND: Status = Status(404);
     pub const METHOD_NOT_ALLOWED: Status = Status(405);
@@ -40,6 +41,7 @@ impl Status {
     pub const URI_TOO_LONG: Status = Status(414);
     pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
     pub const MISDIRECTED_REQUEST: Status = Status(421);
+    pub const TOO_MANY_REQUESTS: Status = Status(429);
     pub const REQUEST_HEADER_FIELDS_TOO_LARGE: Status = Status(431);
     pub const INTERNAL_SERVER_ERROR: Status = Status(500);
     pub const NOT_IMPLEMENTED: Status = Status(501);
@@ -68,6 +70,7 @@ impl Status {
             301 => "Moved Permanently",
             304 => "Not Modified",
             400 => "Bad Request",
+            401 => "Unauthorized",
             403 => "Forbidden",
             404 => "Not Found",
             405 => "Method Not Allowed",
@@ -77,6 +80,7 @@ impl Status {
             414 => "URI Too Long",
             416 => "Range Not Satisfiable",
             421 => "Misdirected Request",
+            429 => "Too Many Requests",
             431 => "Request Header Fields Too Large",
             500 => "Internal Server Error",
             501 => "Not Implemented",

@@ -40,7 +40,7 @@ use crate::http::error::{on_error, Refusal};
 use crate::http::response::{Body, Response, Status};
 use crate::http::Head;
 use crate::static_files::compress::{Compression, Streams};
-use crate::static_files::{Files, Served};
+use crate::static_files::Files;
 use router::Router;
 pub use settings::{SiteConfig, SiteTls, SitesConfig, UnknownHost};
 
@@ -106,21 +106,24 @@ impl Sites {
         }
     }
 
-    fn answer(&self, head: &Head<'_>, conn: &Connection, streams: Streams) -> Served {
+    /// The site that answers `head` on `conn`, or the answer itself (an
+    /// ACME challenge, a misdirected request).
+    fn route(&self, head: &Head<'_>, conn: &Connection) -> Result<&Files, Response> {
         let path = head.path();
         if path.starts_with(published::HTTP01_PREFIX) {
             if let Some(key_authorization) = published::global().http01(path) {
-                return Response::new(Status::OK, Body::Bytes(Bytes::from(key_authorization)))
-                    .header("Content-Type", "text/plain")
-                    .into();
+                return Err(
+                    Response::new(Status::OK, Body::Bytes(Bytes::from(key_authorization)))
+                        .header("Content-Type", "text/plain"),
+                );
             }
         }
         match self
             .router
             .request(head.host, conn.tls.and_then(|t| t.site))
         {
-            Some(i) => self.files[i].answer(head, streams),
-            None => on_error(&Refusal::Misdirected).into(),
+            Some(i) => Ok(&self.files[i]),
+            None => Err(on_error(&Refusal::Misdirected)),
         }
     }
 }
@@ -132,12 +135,18 @@ impl Service for Sites {
     async fn call(&self, req: Request) -> crate::app::Response {
         let (parts, _body, conn) = req.into_parts();
         let head = crate::app::head::borrow(&parts);
-        self.answer(&head, &conn, Streams::Make).into_app()
+        match self.route(&head, &conn) {
+            Ok(files) => files.answer_async(&head, &conn).await.into_app(),
+            Err(resp) => crate::app::response::from_static(resp),
+        }
     }
 
     const BORROWS_HEADS: bool = true;
 
     fn respond_to_head(&self, head: &Head<'_>, conn: &Connection) -> Option<Response> {
-        self.answer(head, conn, Streams::Defer).now()
+        match self.route(head, conn) {
+            Ok(files) => files.answer(head, conn, Streams::Defer, None).now(),
+            Err(resp) => Some(resp),
+        }
     }
 }

@@ -39,6 +39,7 @@ mod conditional;
 mod cors;
 mod encoding;
 mod errors;
+mod guard;
 mod range;
 pub(crate) mod redirects;
 mod settings;
@@ -59,7 +60,7 @@ use bytes::Bytes;
 pub use cors::Cors;
 pub use settings::{ErrorPage, FilesConfig, Symlinks};
 
-use crate::app::{head, MakeError, Request, Service};
+use crate::app::{head, Connection, MakeError, Request, Service};
 use crate::http::error::ALLOW;
 use crate::http::rules;
 use crate::http::{on_error, Body, Fields, FileRange, Head, Method, Refusal, Response, Status};
@@ -157,6 +158,9 @@ pub(crate) enum Served {
     /// A 200 compressed as it is sent: its head (`Body::Empty`) and its
     /// body, none for a HEAD or when [`Streams::Defer`] asked.
     Compressing(Response, Option<Box<compress::Stream>>),
+    /// Not answerable from a borrowed head (credentials to verify, or a
+    /// stream to make): the request goes to `call`.
+    Deferred,
 }
 
 impl From<Response> for Served {
@@ -170,6 +174,7 @@ impl Served {
         match self {
             Served::Now(r) => Served::Now(f(r)),
             Served::Compressing(r, s) => Served::Compressing(f(r), s),
+            Served::Deferred => Served::Deferred,
         }
     }
 
@@ -178,7 +183,7 @@ impl Served {
     pub(crate) fn now(self) -> Option<Response> {
         match self {
             Served::Now(r) => Some(r),
-            Served::Compressing(..) => None,
+            Served::Compressing(..) | Served::Deferred => None,
         }
     }
 
@@ -193,6 +198,8 @@ impl Served {
                 }
                 out
             }
+            // `call` awaits what a borrowed head defers.
+            Served::Deferred => crate::app::response::from_static(on_error(&Refusal::Internal)),
         }
     }
 }
@@ -248,7 +255,7 @@ impl Files {
         }
     }
 
-    fn serve(&self, head: &Head<'_>, streams: Streams) -> Result<Served, Error> {
+    fn serve(&self, head: &Head<'_>, streams: Streams, private: bool) -> Result<Served, Error> {
         // 0. a `[[rewrite]]` changes the path looked up (its query is not
         // the files' concern)
         let rewritten = if self.config.rewrites.is_empty() {
@@ -340,8 +347,10 @@ impl Files {
                 }
             }
         }
-        // 6. send the whole representation
-        if let (Some(head_block), Source::Memory(body)) = (&rep.prebuilt, &rep.body) {
+        // 6. send the whole representation (a private answer's fields
+        // change: not from the prebuilt head)
+        if let (Some(head_block), Source::Memory(body), false) = (&rep.prebuilt, &rep.body, private)
+        {
             return Ok(Response {
                 status: Status::OK,
                 fields: Fields::Prebuilt(head_block.clone()),
@@ -497,14 +506,16 @@ impl Service for Files {
     /// The static files composed into an app: the same answer, from the
     /// owned head.
     async fn call(&self, req: Request) -> crate::app::Response {
-        let (parts, _body, _) = req.into_parts();
-        self.answer(&head::borrow(&parts), Streams::Make).into_app()
+        let (parts, _body, conn) = req.into_parts();
+        self.answer_async(&head::borrow(&parts), &conn)
+            .await
+            .into_app()
     }
 
     const BORROWS_HEADS: bool = true;
 
-    fn respond_to_head(&self, head: &Head<'_>, _: &crate::app::Connection) -> Option<Response> {
-        self.answer(head, Streams::Defer).now()
+    fn respond_to_head(&self, head: &Head<'_>, conn: &Connection) -> Option<Response> {
+        self.answer(head, conn, Streams::Defer, None).now()
     }
 }
 
@@ -513,15 +524,38 @@ impl Files {
     /// allowed, anything else is 405. A file whose compressed variant is
     /// not stored yet goes identity (the connection's path through
     /// [`Service`] compresses it as it is sent).
-    pub fn handle(&self, head: &Head<'_>) -> Response {
-        match self.answer(head, Streams::Never) {
+    ///
+    /// `conn` says whether the request came over TLS and from where
+    /// (`[[auth]]`); a credential not verified before is verified on the
+    /// caller's thread.
+    pub fn handle(&self, head: &Head<'_>, conn: &Connection) -> Response {
+        match self.answer(head, conn, Streams::Never, None) {
             Served::Now(r) => r,
-            Served::Compressing(..) => unreachable!("Streams::Never makes no stream"),
+            Served::Compressing(..) | Served::Deferred => {
+                unreachable!("Streams::Never neither streams nor defers")
+            }
         }
     }
 
-    /// [`Files::handle`], with a stream where `streams` allows one.
-    pub(crate) fn answer(&self, head: &Head<'_>, streams: Streams) -> Served {
+    /// The answer of `call`: credentials verified by the verifier thread
+    /// while this request's task waits, a stream where one is due.
+    pub(crate) async fn answer_async(&self, head: &Head<'_>, conn: &Connection) -> Served {
+        let verdict = match self.gate(head, conn) {
+            crate::auth::Gate::Verify(pending) => crate::auth::Gate::verified(pending).await,
+            gate => gate,
+        };
+        self.answer(head, conn, Streams::Make, Some(verdict))
+    }
+
+    /// [`Files::handle`], with a stream where `streams` allows one, and the
+    /// `[[auth]]` gate's `verdict` when the caller has it.
+    pub(crate) fn answer(
+        &self,
+        head: &Head<'_>,
+        conn: &Connection,
+        streams: Streams,
+        verdict: Option<crate::auth::Gate<'_>>,
+    ) -> Served {
         let cors = &self.config.cors;
         // Each rule is one check when it is not configured: what a site
         // without rules pays.
@@ -530,8 +564,17 @@ impl Files {
                 return cors.on_answer(self.ruled(resp, head), head).into();
             }
         }
+        let private = if self.config.auth.is_empty() {
+            false
+        } else {
+            match self.guarded(head, conn, verdict, streams == Streams::Defer) {
+                guard::Guarded::Serve(private) => private,
+                guard::Guarded::Refused(resp) => return cors.on_answer(resp, head).into(),
+                guard::Guarded::Defer => return Served::Deferred,
+            }
+        };
         let served = match head.method {
-            Method::Get | Method::Head => match self.serve(head, streams) {
+            Method::Get | Method::Head => match self.serve(head, streams, private) {
                 Ok(served) => served,
                 Err(e) => self.refused(&e.refusal(), head).into(),
             },
@@ -545,6 +588,11 @@ impl Files {
                     .into(),
             },
             Method::Other => self.refused(&Refusal::MethodNotAllowed, head).into(),
+        };
+        let served = if private {
+            served.map(|r| self.private(r, head))
+        } else {
+            served
         };
         if cors.is_on() {
             served.map(|r| cors.on_answer(r, head))

@@ -50,6 +50,10 @@ pub struct FilesConfig {
     pub redirects: Vec<super::redirects::Redirect>,
     /// `[[rewrite]]` rules, in order.
     pub rewrites: Vec<super::redirects::Rewrite>,
+    /// `[[auth]]` rules, in order: the first whose glob takes a path guards it.
+    pub auth: Vec<crate::auth::AuthRule>,
+    /// `[[auth]]` credentials may come over plain HTTP.
+    pub auth_over_http: bool,
     /// Cross-origin reads (`--cors-*`); off without origins.
     pub cors: super::Cors,
     pub file_cache_ttl: Duration,

@@ -75,7 +75,7 @@ pub use self::{
     app::{hex, query_value, text, AppBuilder, AppServer},
     builder::Builder,
     http::*,
-    process::{ensure_nofile, nofile_limits, rss_bytes, run_bounded, servery, Tag},
+    process::{cpu_seconds, ensure_nofile, nofile_limits, rss_bytes, run_bounded, servery, Tag},
     server::{parse_ready_line, Ready, StartFailure, TestServer},
 };
 #[allow(unused_imports)]

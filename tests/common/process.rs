@@ -257,6 +257,19 @@ pub fn servery(args: &[&str]) -> Output {
     run_bounded(Command::new(BIN).args(args), Duration::from_secs(10))
 }
 
+/// The CPU time a process has used, user and system, in seconds (fields
+/// 14 and 15 of `/proc/<pid>/stat`, every thread's).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/stat: {e}"));
+    // The command may hold spaces: fields count from after its `)`.
+    let rest = &stat[stat.rfind(')').expect("a /proc stat line") + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // In USER_HZ, which Linux fixes at 100 for what /proc shows.
+    ticks as f64 / 100.0
+}
+
 /// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
