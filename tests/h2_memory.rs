@@ -51,11 +51,11 @@ const HOLD: Duration = Duration::from_secs(2);
 const WIDE: u32 = (1 << 31) - 1;
 
 /// The hostile client's bytes: preface, SETTINGS, connection window, GETs.
-fn hostile_bytes() -> Vec<u8> {
+fn hostile_bytes(path: &str) -> Vec<u8> {
     let mut out = PREFACE.to_vec();
     Frame::settings(&[(setting::INITIAL_WINDOW_SIZE, WIDE)]).encode_into(&mut out);
     Frame::window_update(0, WIDE - 65_535).encode_into(&mut out);
-    let block = Block::get("/8m.bin");
+    let block = Block::get(path);
     for n in 0..STREAMS {
         let id = 1 + 2 * n as u32;
         Frame::headers(id, flag::END_HEADERS | flag::END_STREAM, block.bytes())
@@ -90,8 +90,14 @@ enum Hostile {
 
 impl Hostile {
     fn plain(addr: SocketAddr) -> Hostile {
+        Hostile::plain_for(addr, "/8m.bin")
+    }
+
+    /// [`Hostile::plain`] asking for `path`.
+    fn plain_for(addr: SocketAddr, path: &str) -> Hostile {
         let mut s = small_socket(addr);
-        s.write_all(&hostile_bytes()).expect("write the requests");
+        s.write_all(&hostile_bytes(path))
+            .expect("write the requests");
         Hostile::Plain(s)
     }
 
@@ -106,7 +112,8 @@ impl Hostile {
                 .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"));
         }
         assert_eq!(s.conn.alpn_protocol(), Some(&b"h2"[..]), "ALPN h2");
-        s.write_all(&hostile_bytes()).expect("write the requests");
+        s.write_all(&hostile_bytes("/8m.bin"))
+            .expect("write the requests");
         s.flush().expect("flush the requests");
         Hostile::Tls(Box::new(s))
     }
@@ -304,6 +311,64 @@ fn the_worker_budget_bounds_all_connections(driver: &str) {
     assert!(seen.waits > 0.0, "no connection waited: {}", seen.waits);
 }
 
+/// Generated listings (`--autoindex`, 10,000 entries: ~1.4 MB each, made
+/// for each request) asked by streams that never read: 4 connections of
+/// 100 streams would hold over 500 MB. The worker holds at most its bound
+/// of listings (16 MiB) and answers the rest 503 with `Retry-After`, a
+/// fresh client too, until they leave; then listings are served again.
+fn listings_held_by_never_reading_streams_are_bounded(driver: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big");
+    std::fs::create_dir(&big).expect("mkdir");
+    for i in 0..10_000 {
+        let name = format!("a-rather-long-file-name-for-a-listing-{i:05}.txt");
+        std::fs::write(big.join(name), b"x").expect("a file");
+    }
+    let server = TestServer::builder()
+        .root(dir.path())
+        .driver(driver)
+        .admin()
+        .args(&["--autoindex"])
+        .start();
+    let get = || {
+        let mut s = common::connect(server.addr());
+        s.write_all(b"GET /big/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .expect("write");
+        common::read_response(&mut s)
+    };
+    let first = get();
+    assert_eq!(first.status, 200);
+    let listing = first.body.len() as u64;
+    assert!(listing > MIB, "a listing of {listing} bytes");
+    let before = server_rss(&server);
+    let hostile: Vec<Hostile> = (0..4)
+        .map(|_| Hostile::plain_for(server.addr(), "/big/"))
+        .collect();
+    std::thread::sleep(HOLD);
+    let held = server_rss(&server).saturating_sub(before);
+    let busy = get();
+    eprintln!(
+        "h2_memory: {driver}: 4 x {STREAMS} streams of a {:.1} MiB listing, never read: \
+         RSS +{:.1} MiB; a fresh listing: {}",
+        mib(listing),
+        mib(held),
+        busy.status
+    );
+    assert_eq!(busy.status, 503, "{busy:?}");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    assert!(
+        held <= 16 * MIB + 32 * MIB,
+        "RSS grew {:.1} MiB holding listings",
+        mib(held)
+    );
+    drop(hostile);
+    let deadline = Instant::now() + SETTLE;
+    while get().status != 200 {
+        assert!(Instant::now() < deadline, "listings never came back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn plain_threads(driver: &str) {
     never_reading_clients_are_bounded(driver, "thread", false, 100);
 }
@@ -322,6 +387,7 @@ fn tls_processes(driver: &str) {
 
 driver_tests! {
     the_worker_budget_bounds_all_connections,
+    listings_held_by_never_reading_streams_are_bounded,
     plain_threads,
     plain_processes,
     tls_threads,

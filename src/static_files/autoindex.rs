@@ -11,7 +11,16 @@
 //! are read (the first the directory gives), sorted and listed, with a
 //! note when there were more: a directory of a million files costs a
 //! bounded read, not a million `stat`s.
+//!
+//! A listing is made for its request (~1.5 MB at 10,000 entries) and held
+//! until the connection has sent it, which a client that does not read can
+//! make forever: an HTTP/2 client that opens a hundred streams and no
+//! window would hold a hundred. So a worker holds at most
+//! [`HELD_BYTES_PER_WORKER`] of listings at once (a count on its thread,
+//! given back as each listing's bytes are dropped); past it a listing is
+//! 503 with `Retry-After` and costs no directory read.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io;
@@ -21,10 +30,41 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use crate::choice::choice;
+use crate::http::error::{on_error, Refusal};
 use crate::http::{Body, Response, Status};
 
 /// Entries a listing reads and shows at most.
 pub(crate) const MAX_ENTRIES: usize = 10_000;
+/// Bytes of listings a worker holds at once: about ten of the largest.
+pub(crate) const HELD_BYTES_PER_WORKER: usize = 16 * 1024 * 1024;
+
+thread_local! {
+    /// Bytes of this worker's listings not yet dropped.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A listing's bytes, counted in [`HELD`] while they live. Made and
+/// dropped on the worker's thread (a response never leaves it).
+struct Held(Vec<u8>);
+
+impl Held {
+    fn bytes(body: Vec<u8>) -> Bytes {
+        HELD.with(|h| h.set(h.get() + body.len()));
+        Bytes::from_owner(Held(body))
+    }
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(self.0.len())));
+    }
+}
 
 choice! {
     /// What a directory listing is written as.
@@ -105,6 +145,10 @@ pub(crate) fn render(
     dotfiles: bool,
     format: AutoindexFormat,
 ) -> io::Result<Response> {
+    if HELD.with(Cell::get) >= HELD_BYTES_PER_WORKER {
+        tracing::debug!("listings held at the worker's bound: 503");
+        return Ok(on_error(&Refusal::Busy).header("Retry-After", "1"));
+    }
     let mut more = false;
     let mut entries = Vec::new();
     for e in std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))? {
@@ -156,7 +200,7 @@ pub(crate) fn render(
         ),
         AutoindexFormat::Json => (json(&entries), "application/json"),
     };
-    let mut resp = Response::new(Status::OK, Body::Bytes(Bytes::from(body)))
+    let mut resp = Response::new(Status::OK, Body::Bytes(Held::bytes(body.into_bytes())))
         .header("Content-Type", content_type);
     if more {
         resp = resp.header("X-Listing-Truncated", MAX_ENTRIES.to_string());
@@ -297,5 +341,17 @@ mod tests {
         assert!(sort_of(Some(b"sort=size&order=desc")) == (Key::Size, true));
         assert!(sort_of(Some(b"order=desc&sort=mtime")) == (Key::Modified, true));
         assert!(sort_of(Some(b"sort=evil<script>")) == (Key::Name, false));
+    }
+
+    #[test]
+    fn held_listing_bytes_are_counted_until_dropped() {
+        let before = HELD.with(Cell::get);
+        let a = Held::bytes(vec![1; 1000]);
+        let part = a.slice(10..20);
+        assert_eq!(HELD.with(Cell::get), before + 1000);
+        drop(a);
+        assert_eq!(HELD.with(Cell::get), before + 1000, "a slice keeps it");
+        drop(part);
+        assert_eq!(HELD.with(Cell::get), before);
     }
 }
