@@ -2,8 +2,8 @@
 //! the failures of each client address. Both are bounded, so no client can
 //! grow them.
 //!
-//! - [`Verified`]: a digest of (the rule's users, the user, the password),
-//!   never the password, with when it was verified; at most
+//! - [`Verified`]: a digest of (the users file's reading, the user, the
+//!   password), never the password, with when it was verified; at most
 //!   [`VERIFIED_ENTRIES`], each kept [`VERIFIED_FOR`]; one per worker
 //!   thread, for all its sites, asked with no lock. A browser sends its
 //!   credentials with every request; only the first costs a hash.
@@ -38,9 +38,10 @@ pub const FAILURE_ADDRESSES: usize = 4096;
 /// A credential's digest (SHA-256).
 pub type Digest = [u8; 32];
 
-/// The digest of `user` and `password` under the rule whose users are at
-/// `users` (an address, so two sites' same user never share an entry).
-pub fn digest(users: usize, user: &[u8], password: &[u8]) -> Digest {
+/// The digest of `user` and `password` under the users file reading
+/// `users` (`Users::id`: two sites' same user, or a file read again, never
+/// share an entry).
+pub fn digest(users: u64, user: &[u8], password: &[u8]) -> Digest {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     ctx.update(&users.to_le_bytes());
     ctx.update(&(user.len() as u64).to_le_bytes());

@@ -123,8 +123,7 @@ impl<'r> Gate<'r> {
             return refused(401, None);
         };
         let now = Instant::now();
-        let users = Arc::as_ptr(&rule.users) as usize;
-        let digest = limits::digest(users, &user, &password);
+        let digest = limits::digest(rule.users.id(), &user, &password);
         if limits::verified(|v| v.contains(&digest, now)) {
             return Gate::Passed;
         }

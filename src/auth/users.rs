@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Highest bcrypt cost accepted: 2^16 rounds, ~4 s a verification here
 /// (cost 10 is 59 ms, release build).
@@ -22,14 +23,27 @@ pub const MAX_USERS: usize = 10_000;
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The users of one file, by name.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Users {
     by_name: HashMap<String, String>,
     /// A hash of the file's own (the first user's) checked when a client
     /// names no user of the file, so an unknown name costs what a known
     /// one does and timing says nothing of who exists.
     decoy: String,
+    /// This reading's number in the process: what a verified credential
+    /// is remembered under, so a file read again (a reload) starts with
+    /// nothing verified.
+    id: u64,
 }
+
+/// The same users and hashes, whichever reading.
+impl PartialEq for Users {
+    fn eq(&self, other: &Users) -> bool {
+        self.by_name == other.by_name
+    }
+}
+
+impl Eq for Users {}
 
 impl std::fmt::Debug for Users {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,7 +101,9 @@ impl Users {
             first.get_or_insert_with(|| hash.to_owned());
         }
         let decoy = first.ok_or("no users: add `user:hash` lines (htpasswd -B -c FILE USER)")?;
-        Ok(Users { by_name, decoy })
+        static READINGS: AtomicU64 = AtomicU64::new(0);
+        let id = READINGS.fetch_add(1, Ordering::Relaxed);
+        Ok(Users { by_name, decoy, id })
     }
 
     /// The hash to check `user`'s password against, and whether the user
@@ -97,6 +113,11 @@ impl Users {
             Some(hash) => (hash, true),
             None => (&self.decoy, false),
         }
+    }
+
+    /// This reading's number (see the field).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     pub fn len(&self) -> usize {
