@@ -77,6 +77,18 @@ struct Seen {
     body: Vec<u8>,
 }
 
+impl Seen {
+    fn of<'a>(status: u16, field: impl Fn(&str) -> Option<&'a str>, body: &[u8]) -> Seen {
+        Seen {
+            status,
+            challenge: field("www-authenticate").map(str::to_owned),
+            cache_control: field("cache-control").map(str::to_owned),
+            retry_after: field("retry-after").is_some(),
+            body: body.to_vec(),
+        }
+    }
+}
+
 impl Site {
     /// `GET path` (with `authorization`) over HTTP/1.1 over TLS.
     fn h1(&self, path: &str, authorization: Option<&str>) -> Seen {
@@ -84,13 +96,7 @@ impl Site {
         let mut s = common::tls::connected(&config, self.server.https());
         let extra = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
         let r = common::tls::get(&mut s, path, &extra);
-        Seen {
-            status: r.status,
-            challenge: r.header("www-authenticate").map(str::to_owned),
-            cache_control: r.header("cache-control").map(str::to_owned),
-            retry_after: r.header("retry-after").is_some(),
-            body: r.body.clone(),
-        }
+        Seen::of(r.status, |n| r.header(n), &r.body)
     }
 
     /// The same over HTTP/2 (ALPN h2).
@@ -102,13 +108,7 @@ impl Site {
             ex = ex.field("authorization", a);
         }
         let r = client.send(&ex);
-        Seen {
-            status: r.status,
-            challenge: r.header("www-authenticate").map(str::to_owned),
-            cache_control: r.header("cache-control").map(str::to_owned),
-            retry_after: r.header("retry-after").is_some(),
-            body: r.body.clone(),
-        }
+        Seen::of(r.status, |n| r.header(n), &r.body)
     }
 
     /// Both ways, asserted the same: the answer.

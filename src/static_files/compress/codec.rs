@@ -39,9 +39,7 @@ pub(crate) fn encode(coding: Coding, level: u32, input: &[u8]) -> io::Result<Vec
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Read;
-
+pub(super) mod tests {
     use super::*;
 
     /// Text that compresses like source code: repeated words, some variety.
@@ -65,7 +63,8 @@ mod tests {
         out
     }
 
-    fn decode(coding: Coding, bytes: &[u8]) -> Vec<u8> {
+    pub(in crate::static_files::compress) fn decode(coding: Coding, bytes: &[u8]) -> Vec<u8> {
+        use std::io::Read;
         let mut out = Vec::new();
         match coding {
             Coding::Gzip => {

@@ -265,8 +265,7 @@ impl http_body::Body for Stream {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
-
+    use super::super::codec::tests::decode;
     use super::*;
 
     fn text(len: usize) -> Vec<u8> {
@@ -277,24 +276,6 @@ mod tests {
             i += 1;
         }
         out.truncate(len);
-        out
-    }
-
-    fn decode(coding: Coding, bytes: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        match coding {
-            Coding::Gzip => {
-                flate2::read::GzDecoder::new(bytes)
-                    .read_to_end(&mut out)
-                    .unwrap();
-            }
-            Coding::Brotli => {
-                brotli::Decompressor::new(bytes, 4096)
-                    .read_to_end(&mut out)
-                    .unwrap();
-            }
-            Coding::Zstd => out = zstd::stream::decode_all(bytes).unwrap(),
-        }
         out
     }
 
