@@ -333,7 +333,6 @@ pub(crate) const FLAGS: &[(&str, Topic)] = &[
     ("autoindex_format", Topic::Files),
     ("fallback", Topic::Files),
     ("fallback_files", Topic::Files),
-    ("auth", Topic::Files),
     ("auth_over_http", Topic::Files),
     ("cache_control", Topic::Files),
     ("cors_allow_origins", Topic::Files),

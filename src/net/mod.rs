@@ -40,6 +40,10 @@ pub enum Error {
     Inherited(io::Error),
 }
 
+/// Binds of a plan whose TLS port the kernel chose (port 0), tried until
+/// its UDP sockets can take that port too.
+const PORT_ZERO_TRIES: u32 = 8;
+
 /// Where the listening sockets came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -85,7 +89,34 @@ pub struct ListenerPlan {
 
 impl ListenerPlan {
     /// Create (and bind) every listening socket for `config.workers` workers.
+    ///
+    /// A TLS listener asked on port 0 gets its port from its TCP socket,
+    /// and HTTP/3's UDP sockets take the same port: another program may
+    /// hold that port for UDP although it was free for TCP. Then the whole
+    /// plan is bound again (at most [`PORT_ZERO_TRIES`] times), each try a
+    /// fresh port; a port the operator named is never changed.
     pub fn bind(config: &Config) -> Result<ListenerPlan, Error> {
+        let chosen = config
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.binds.iter().any(|a| a.port() == 0));
+        let mut tries = 1;
+        loop {
+            match ListenerPlan::bind_once(config) {
+                Err(Error::Bind { addr, source })
+                    if chosen
+                        && tries < PORT_ZERO_TRIES
+                        && source.kind() == io::ErrorKind::AddrInUse =>
+                {
+                    tracing::debug!(%addr, "the port chosen for TCP is taken for UDP: again");
+                    tries += 1;
+                }
+                plan => return plan,
+            }
+        }
+    }
+
+    fn bind_once(config: &Config) -> Result<ListenerPlan, Error> {
         let workers = config.workers.get();
         let inherited = crate::sys::socket::take_listen_fds().map_err(Error::Inherited)?;
         if !inherited.is_empty() {
