@@ -93,7 +93,7 @@ impl ListenerPlan {
     /// A TLS listener asked on port 0 gets its port from its TCP socket,
     /// and HTTP/3's UDP sockets take the same port: another program may
     /// hold that port for UDP although it was free for TCP. Then the whole
-    /// plan is bound again (at most [`PORT_ZERO_TRIES`] times), each try a
+    /// plan is bound again (at most 8 times), each try a
     /// fresh port; a port the operator named is never changed.
     pub fn bind(config: &Config) -> Result<ListenerPlan, Error> {
         let chosen = config
