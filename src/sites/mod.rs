@@ -133,12 +133,17 @@ impl Service for Sites {
 
     /// The sites composed into an app: the same answer, from the owned head.
     async fn call(&self, req: Request) -> crate::app::Response {
-        let (parts, _body, conn) = req.into_parts();
-        let head = crate::app::head::borrow(&parts);
-        match self.route(&head, &conn) {
-            Ok(files) => files.answer_async(&head, &conn).await.into_app(),
-            Err(resp) => crate::app::response::from_static(resp),
-        }
+        // Boxed: a verification awaited makes this state large, and the
+        // connection's busy state would carry it for every request.
+        Box::pin(async move {
+            let (parts, _body, conn) = req.into_parts();
+            let head = crate::app::head::borrow(&parts);
+            match self.route(&head, &conn) {
+                Ok(files) => files.answer_async(&head, &conn).await.into_app(),
+                Err(resp) => crate::app::response::from_static(resp),
+            }
+        })
+        .await
     }
 
     const BORROWS_HEADS: bool = true;

@@ -506,10 +506,15 @@ impl Service for Files {
     /// The static files composed into an app: the same answer, from the
     /// owned head.
     async fn call(&self, req: Request) -> crate::app::Response {
-        let (parts, _body, conn) = req.into_parts();
-        self.answer_async(&head::borrow(&parts), &conn)
-            .await
-            .into_app()
+        // Boxed: a verification awaited makes this state large, and the
+        // connection's busy state would carry it for every request.
+        Box::pin(async move {
+            let (parts, _body, conn) = req.into_parts();
+            self.answer_async(&head::borrow(&parts), &conn)
+                .await
+                .into_app()
+        })
+        .await
     }
 
     const BORROWS_HEADS: bool = true;
