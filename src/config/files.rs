@@ -97,7 +97,7 @@ pub use crate::http::rules::HeaderRule;
 impl Echo<Option<Vec<HeaderRuleRaw>>> for Vec<HeaderRule> {
     fn echo(&self) -> Option<Vec<HeaderRuleRaw>> {
         let raw = self.iter().map(|r| HeaderRuleRaw {
-            pattern: r.pattern.clone(),
+            pattern: r.glob.pattern().to_owned(),
             set: r.set.iter().cloned().collect(),
         });
         Some(raw.collect())
@@ -305,7 +305,7 @@ pub(crate) fn header_rules(_: Field, raw: Vec<HeaderRuleRaw>) -> Result<Vec<Head
             set.push((name, value));
         }
         rules.push(HeaderRule {
-            pattern: rule.pattern,
+            glob: crate::http::rules::Glob::any(&rule.pattern),
             set,
         });
     }

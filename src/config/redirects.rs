@@ -161,9 +161,10 @@ pub(crate) fn redirects(_: Field, raw: Vec<RedirectRaw>) -> Result<Vec<Redirect>
         const FILLER: &[u8] = b"servery-sample";
         let sample = fill(&r.to, FILLER, &[(0, FILLER.len()); MAX_CAPTURES]);
         let sample = sample.split('?').next().unwrap_or_default();
-        if let Some(other) = out.iter().find(|o| {
-            crate::http::rules::glob_match(o.from.pattern().as_bytes(), sample.as_bytes())
-        }) {
+        if let Some(other) = out
+            .iter()
+            .find(|o| o.from.matches(sample.as_bytes()).is_some())
+        {
             return Err(invalid(
                 "redirect.to",
                 format!(

@@ -25,14 +25,16 @@ use std::borrow::Cow;
 /// A validated `[[headers]]` rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderRule {
-    pub pattern: String,
+    /// Its path glob, parsed once (any number of wildcards; none captured
+    /// for use).
+    pub glob: Glob,
     pub set: Vec<(String, String)>,
 }
 
 impl HeaderRule {
     /// Whether `path` (decoded, from `/`) matches the rule's glob.
     pub fn matches(&self, path: &[u8]) -> bool {
-        glob_match(self.pattern.as_bytes(), path)
+        self.glob.matches(path).is_some()
     }
 }
 
@@ -64,14 +66,6 @@ pub fn set_on_map(rules: &[HeaderRule], path: &[u8], headers: &mut http::HeaderM
             }
         }
     }
-}
-
-/// Match a glob: `**` any bytes, `*` any bytes but `/`, `?` one byte but
-/// `/` ([`Glob`], its captures unused).
-pub fn glob_match(pattern: &[u8], path: &[u8]) -> bool {
-    Glob::any(&String::from_utf8_lossy(pattern))
-        .matches(path)
-        .is_some()
 }
 
 /// Wildcards a pattern may hold (`$1` to `$9`).
@@ -247,6 +241,13 @@ impl Glob {
 mod tests {
     use super::*;
 
+    /// Whether `path` matches the glob `pattern`, captures unused.
+    fn glob_match(pattern: &[u8], path: &[u8]) -> bool {
+        Glob::any(&String::from_utf8_lossy(pattern))
+            .matches(path)
+            .is_some()
+    }
+
     fn caps<'p>(pattern: &str, path: &'p str) -> Option<Vec<&'p str>> {
         let g = Glob::new(pattern).unwrap();
         g.matches(path.as_bytes())
@@ -297,7 +298,7 @@ mod tests {
 
     fn rule(pattern: &str, set: &[(&str, &str)]) -> HeaderRule {
         HeaderRule {
-            pattern: pattern.into(),
+            glob: Glob::any(pattern),
             set: set
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
