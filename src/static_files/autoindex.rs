@@ -29,6 +29,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+use super::uri_path;
+use crate::access_log::escape_json;
 use crate::choice::choice;
 use crate::http::error::{on_error, Refusal};
 use crate::http::{Body, Response, Status};
@@ -195,12 +197,12 @@ pub(crate) fn render(
     });
     let (body, content_type) = match format {
         AutoindexFormat::Html => (
-            html(&entries, path, key, descending, more),
+            html(&entries, path, key, descending, more).into_bytes(),
             "text/html; charset=utf-8",
         ),
         AutoindexFormat::Json => (json(&entries), "application/json"),
     };
-    let mut resp = Response::new(Status::OK, Body::Bytes(Held::bytes(body.into_bytes())))
+    let mut resp = Response::new(Status::OK, Body::Bytes(Held::bytes(body)))
         .header("Content-Type", content_type);
     if more {
         resp = resp.header("X-Listing-Truncated", MAX_ENTRIES.to_string());
@@ -239,7 +241,7 @@ fn html(entries: &[Entry], path: &[u8], key: Key, descending: bool, more: bool) 
         let _ = writeln!(
             out,
             "<tr><td><a href=\"{}{slash}\">{}{slash}</a></td><td>{size}</td><td>{date}</td></tr>",
-            percent_encode(&e.name),
+            uri_path::encode_segment(&e.name),
             escape(&e.name)
         );
     }
@@ -255,43 +257,35 @@ fn html(entries: &[Entry], path: &[u8], key: Key, descending: bool, more: bool) 
 }
 
 /// nginx's `autoindex_format json`: `[{"name":…,"type":…,"mtime":…,"size":…}]`,
-/// `size` for files only.
-fn json(entries: &[Entry]) -> String {
-    let mut out = String::from("[");
+/// `size` for files only; strings escaped as the access log's JSON lines are.
+fn json(entries: &[Entry]) -> Vec<u8> {
+    let string = |out: &mut Vec<u8>, s: &str| {
+        out.push(b'"');
+        escape_json(out, s.as_bytes());
+        out.push(b'"');
+    };
+    let mut out = b"[".to_vec();
     for (i, e) in entries.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str("\n{\"name\":");
-        json_string(&mut out, &e.name);
-        let _ = write!(out, ",\"type\":\"{}\"", e.kind.word());
+        out.extend_from_slice(b"\n{\"name\":");
+        string(&mut out, &e.name);
+        out.extend_from_slice(b",\"type\":\"");
+        out.extend_from_slice(e.kind.word().as_bytes());
+        out.push(b'"');
         if let Some(t) = e.modified {
-            out.push_str(",\"mtime\":");
-            json_string(&mut out, &httpdate::fmt_http_date(t));
+            out.extend_from_slice(b",\"mtime\":");
+            string(&mut out, &httpdate::fmt_http_date(t));
         }
         if let Some(n) = e.size {
-            let _ = write!(out, ",\"size\":{n}");
+            out.extend_from_slice(b",\"size\":");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
         }
-        out.push('}');
+        out.push(b'}');
     }
-    out.push_str("\n]\n");
+    out.extend_from_slice(b"\n]\n");
     out
-}
-
-/// `s` as a JSON string (RFC 8259 §7).
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 fn escape(s: &str) -> String {
@@ -309,19 +303,6 @@ fn escape(s: &str) -> String {
     out
 }
 
-/// RFC 3986 §2.1: everything but unreserved characters is percent-encoded.
-pub(crate) fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,10 +310,19 @@ mod tests {
     #[test]
     fn names_are_escaped_and_encoded() {
         assert_eq!(escape("<a href='x'>&"), "&lt;a href=&#39;x&#39;&gt;&amp;");
-        assert_eq!(percent_encode("a b/<c>"), "a%20b%2F%3Cc%3E");
-        let mut s = String::new();
-        json_string(&mut s, "a\"b\\c\n\u{1}");
-        assert_eq!(s, "\"a\\\"b\\\\c\\u000a\\u0001\"");
+        assert_eq!(uri_path::encode_segment("a b/<c>"), "a%20b%2F%3Cc%3E");
+        // The JSON listing's names come back as they were, whatever they hold.
+        let name = "a\"b\\c\n\u{1}<é>";
+        let listed = json(&[Entry {
+            name: name.into(),
+            kind: Kind::File,
+            size: Some(3),
+            modified: None,
+        }]);
+        let v: serde_json::Value = serde_json::from_slice(&listed).unwrap();
+        assert_eq!(v[0]["name"], name);
+        assert_eq!(v[0]["type"], "file");
+        assert_eq!(v[0]["size"], 3);
     }
 
     #[test]

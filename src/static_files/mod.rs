@@ -22,9 +22,9 @@
 //!    Accept-Encoding; a compressible file without siblings gets a variant
 //!    compressed on the fly (`compress`: cached per process, made by the
 //!    worker for a small file, in the background for a large one, which
-//!    is compressed as it is sent meanwhile) or identity. Every response for a file with variants of either kind has
-//!    `Vary: Accept-Encoding`. What is chosen is a `Chosen`: the steps
-//!    below see only it.
+//!    is compressed as it is sent meanwhile) or identity. Every response
+//!    for a file with variants of either kind has `Vary: Accept-Encoding`.
+//!    What is chosen is a `Chosen`: the steps below see only it.
 //! 4. conditional: `conditional::evaluate` in RFC 9110 §13.2.2 order →
 //!    304 / 412 / proceed (and whether `If-Range` lets a range through).
 //! 5. range: `range::parse` → 206 (single or multipart), 416, or the whole.
@@ -623,12 +623,11 @@ fn looks_like_file(path: &[u8]) -> bool {
 fn redirect_to_slash(resolved: &uri_path::Resolved, head: &Head<'_>) -> Response {
     let mut location = String::from("/");
     for seg in &resolved.segments {
-        location.push_str(&autoindex::percent_encode(seg));
+        uri_path::encode_into(&mut location, seg.as_bytes(), b"");
         location.push('/');
     }
     if let Some(q) = head.query() {
-        location.push('?');
-        location.push_str(&String::from_utf8_lossy(q));
+        redirects::query_into(&mut location, q);
     }
     Response::text(Status::MOVED_PERMANENTLY, "301 Moved Permanently\n")
         .header("Location", location)

@@ -59,7 +59,7 @@ pub fn fill(to: &str, path: &[u8], caps: &[(usize, usize)]) -> String {
         if t[i] == b'$' && i + 1 < t.len() && t[i + 1].is_ascii_digit() && t[i + 1] != b'0' {
             let n = usize::from(t[i + 1] - b'1');
             if let Some(&(a, b)) = caps.get(n) {
-                encode_into(&mut out, &path[a..b], b"/");
+                uri_path::encode_into(&mut out, &path[a..b], CAPTURE_KEEPS);
             }
             i += 2;
             continue;
@@ -70,21 +70,14 @@ pub fn fill(to: &str, path: &[u8], caps: &[(usize, usize)]) -> String {
     out
 }
 
-/// Percent-encode every byte but the unreserved, sub-delims, `:`, `@`
-/// and `keep` (RFC 3986 §3.3's pchar).
-fn encode_into(out: &mut String, bytes: &[u8], keep: &[u8]) {
-    for &b in bytes {
-        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) || keep.contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-}
+/// What a capture keeps as it is, besides the unreserved: RFC 3986 §3.3's pchar (the
+/// sub-delims, `:`, `@`) and `/` (a `**` capture spans segments).
+const CAPTURE_KEEPS: &[u8] = b"!$&'()*+,;=:@/";
 
 /// The request's query as a `Location` may carry it: bytes outside the
-/// visible ASCII range, and `#`, encoded.
-fn query_into(out: &mut String, query: &[u8]) {
+/// visible ASCII range, and `#`, encoded (every redirect's, the directory
+/// slash's too).
+pub(super) fn query_into(out: &mut String, query: &[u8]) {
     out.push('?');
     for &b in query {
         if (0x21..=0x7e).contains(&b) && b != b'#' {

@@ -15,8 +15,32 @@
 //!
 //! Every [`PathError`] is the client's fault (a 400); the mapping to a status lives with the
 //! caller's single error-to-status function.
+//!
+//! The way back, [`encode_into`], is here too: every path servery writes for a client (a
+//! listing's links, a redirect's `Location`) is percent-encoded by it.
+
+use std::fmt::Write as _;
 
 use thiserror::Error;
+
+/// `bytes` percent-encoded onto `out` (RFC 3986 §2.1): the unreserved characters (§2.3) and
+/// those in `keep` as they are, every other byte as `%XX`.
+pub(crate) fn encode_into(out: &mut String, bytes: &[u8], keep: &[u8]) {
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || keep.contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+}
+
+/// [`encode_into`] of a segment (a name): nothing but the unreserved kept.
+pub(crate) fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    encode_into(&mut out, segment.as_bytes(), b"");
+    out
+}
 
 /// Why a request path was refused. `offset` is the byte offset into the path given to
 /// [`resolve`], pointing at the escape or segment at fault.
