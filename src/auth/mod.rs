@@ -132,11 +132,8 @@ impl<'r> Gate<'r> {
                 return refused(429, Some(wait));
             }
         }
-        let (hash, known) = match std::str::from_utf8(&user) {
-            Ok(name) => rule.users.hash_of(name),
-            Err(_) => rule.users.hash_of(""),
-        };
-        let known = known && std::str::from_utf8(&user).is_ok();
+        // A name that is not UTF-8 is no user's ("" is none either).
+        let (hash, known) = rule.users.hash_of(std::str::from_utf8(&user).unwrap_or(""));
         Gate::Verify(Pending {
             rule,
             hash: hash.to_owned(),
@@ -180,8 +177,10 @@ impl<'r> Gate<'r> {
     }
 
     /// [`Gate::after`] with the answer awaited from the verifier.
-    pub async fn verified(pending: Pending<'r>) -> Gate<'r> {
-        let matched = match verifier::submit(&pending.hash, pending.password.clone()) {
+    pub async fn verified(mut pending: Pending<'r>) -> Gate<'r> {
+        // The verifier takes the password (and zeroes it when done).
+        let password = std::mem::take(&mut pending.password);
+        let matched = match verifier::submit(&pending.hash, password) {
             Ok(answer) => answer.recv_async().await.ok(),
             Err(verifier::Busy::Full) => None,
         };

@@ -29,38 +29,51 @@ pub enum Busy {
     Full,
 }
 
-fn jobs() -> Option<&'static SyncSender<Job>> {
-    static JOBS: OnceLock<Option<SyncSender<Job>>> = OnceLock::new();
-    JOBS.get_or_init(|| {
-        let (tx, rx) = sync_channel(QUEUE_JOBS);
-        let started = std::thread::Builder::new()
-            .name("servery-auth".into())
-            .spawn(move || run(rx));
-        match started {
-            Ok(_) => Some(tx),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start the password verifier thread");
-                None
-            }
-        }
-    })
-    .as_ref()
+/// A verifier thread and its queue; the thread ends when this is dropped
+/// and its queue is done.
+struct Verifier {
+    jobs: SyncSender<Job>,
 }
 
-/// Queue `password` against `hash`; the answer comes on the receiver
-/// (`true`: it matches). Never blocks.
-pub fn submit(hash: &str, password: Vec<u8>) -> Result<flume::Receiver<bool>, Busy> {
-    let jobs = jobs().ok_or(Busy::Full)?;
-    let (answer, receiver) = flume::bounded(1);
-    let job = Job {
-        hash: hash.to_owned(),
-        password,
-        answer,
-    };
-    match jobs.try_send(job) {
-        Ok(()) => Ok(receiver),
-        Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(Busy::Full),
+impl Verifier {
+    fn start() -> std::io::Result<Verifier> {
+        let (jobs, queue) = sync_channel(QUEUE_JOBS);
+        std::thread::Builder::new()
+            .name("servery-auth".into())
+            .spawn(move || run(queue))?;
+        Ok(Verifier { jobs })
     }
+
+    fn submit(&self, hash: &str, password: Vec<u8>) -> Result<flume::Receiver<bool>, Busy> {
+        let (answer, receiver) = flume::bounded(1);
+        let job = Job {
+            hash: hash.to_owned(),
+            password,
+            answer,
+        };
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(Busy::Full),
+        }
+    }
+}
+
+/// The process's verifier, started at its first job.
+fn global() -> Option<&'static Verifier> {
+    static GLOBAL: OnceLock<Option<Verifier>> = OnceLock::new();
+    GLOBAL
+        .get_or_init(|| {
+            Verifier::start()
+                .map_err(|e| tracing::error!(error = %e, "cannot start the password verifier"))
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Queue `password` against `hash` for the process's verifier; the answer
+/// comes on the receiver (`true`: it matches). Never blocks.
+pub fn submit(hash: &str, password: Vec<u8>) -> Result<flume::Receiver<bool>, Busy> {
+    global().ok_or(Busy::Full)?.submit(hash, password)
 }
 
 /// Check at once, on the caller's thread (`Files::handle`, which has no
@@ -90,5 +103,24 @@ mod tests {
         assert!(yes.recv().unwrap());
         assert!(!no.recv().unwrap());
         assert!(!verify_here("not a hash", b"secret"));
+    }
+
+    #[test]
+    fn the_queue_refuses_past_its_bound() {
+        // A verifier of its own (the process's serves the other tests).
+        // Cost 10: ~60 ms a job, so the thread finishes none while the
+        // loop below submits (microseconds).
+        let verifier = Verifier::start().unwrap();
+        let hash = bcrypt::hash("x", 10).unwrap();
+        let answers: Vec<_> = (0..QUEUE_JOBS + 64)
+            .map(|_| verifier.submit(&hash, b"guess".to_vec()))
+            .collect();
+        let refused = answers.iter().filter(|a| a.is_err()).count();
+        // 33 at most taken at once; the thread would have to finish 56 jobs
+        // (over 3 s) during the loop for fewer than 8 to be refused.
+        assert!(refused >= 8, "{refused} of {} refused", answers.len());
+        assert!(answers
+            .iter()
+            .all(|a| a.is_ok() || *a.as_ref().unwrap_err() == Busy::Full));
     }
 }
