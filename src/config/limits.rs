@@ -135,7 +135,6 @@ pub(crate) fn lingering_bytes(field: Field, n: u64) -> Result<u64, Error> {
     Ok(n)
 }
 
-/// `--max-connections-total`: a cap of 0 would admit nobody.
 /// `--max-connections-total`: merged into `--max-connections`, which is
 /// the server's total since issue 29; a config that still says it is
 /// refused with the way to say it now (no silent change of meaning).
